@@ -1,0 +1,61 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+UV := .tools/bin/uv
+VENV := .venv
+PY := $(VENV)/bin/python
+FLASK := $(VENV)/bin/flask --app wsgi
+VENDOR := static/vendor
+
+.PHONY: run test setup lint format bench migrate-check clean browser
+
+setup: $(VENV)/.installed $(VENDOR)/.installed
+
+$(UV):
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.installed: requirements.lock $(UV)
+	[ -x $(PY) ] || $(UV) venv --quiet --python $(PYTHON) $(VENV)
+	$(UV) pip sync --quiet --python $(PY) --require-hashes requirements.lock
+	touch $@
+
+# htmx and its websocket extension come from the npm registry, pinned by package-lock.json,
+# and are served from our own origin (never a CDN).
+$(VENDOR)/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	mkdir -p $(VENDOR)
+	cp node_modules/htmx.org/dist/htmx.min.js $(VENDOR)/htmx.min.js
+	cp node_modules/htmx-ext-ws/dist/ws.js $(VENDOR)/ws.js
+	touch $@
+
+run: setup
+	$(FLASK) db upgrade
+	$(FLASK) seed-demo
+	$(FLASK) serve
+
+# Debian's Chromium for the browser tests; Playwright never downloads a browser here.
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: setup
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: setup
+	$(PY) -m bench
+
+# Regenerate the lock after editing pyproject.toml.
+lock: $(UV)
+	$(UV) pip compile pyproject.toml --group dev --generate-hashes --python-version 3.11 -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .tools node_modules $(VENDOR)

@@ -1,0 +1,113 @@
+"""Loopdesk: the app factory."""
+
+from __future__ import annotations
+
+from flask import Flask, request
+
+from app.config import PROJECT_ROOT, load_settings
+from app.db import Database
+from app.extensions import csrf, limiter, login_manager, migrate, sock
+from app.web import identity
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+
+
+def create_app(test_config: dict | None = None) -> Flask:
+    """Build the app. `test_config` keys in lower case override settings; upper case keys
+    go straight into Flask's config."""
+    test_config = dict(test_config or {})
+    flask_config = {k: test_config.pop(k) for k in list(test_config) if k.isupper()}
+    settings = load_settings(overrides=test_config)
+
+    app = Flask(
+        __name__,
+        instance_path=str(settings.instance_path),
+        template_folder=str(PROJECT_ROOT / "templates"),
+        static_folder=str(PROJECT_ROOT / "static"),
+    )
+    app.config.update(
+        SECRET_KEY=settings.secret_key,
+        LOOPDESK=settings,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        REMEMBER_COOKIE_HTTPONLY=True,
+        REMEMBER_COOKIE_SAMESITE="Lax",
+        # CSRF is checked in a before_request hook so bearer-token scripts can skip it.
+        WTF_CSRF_CHECK_DEFAULT=False,
+        WTF_CSRF_TIME_LIMIT=None,
+        MAX_CONTENT_LENGTH=8 * 1024 * 1024,
+        RATELIMIT_STORAGE_URI=settings.redis_url or "memory://",
+        RATELIMIT_HEADERS_ENABLED=True,
+        SOCK_SERVER_OPTIONS={"ping_interval": 25, "max_message_size": 64 * 1024},
+    )
+    app.config.update(flask_config)
+    settings.instance_path.mkdir(parents=True, exist_ok=True)
+
+    app.extensions["database"] = Database(settings.database_url)
+    migrate.init_app(
+        app,
+        db=app.extensions["database"],
+        directory=str(PROJECT_ROOT / "migrations"),
+        render_as_batch=True,
+        compare_type=True,
+    )
+    csrf.init_app(app)
+    limiter.init_app(app)
+    sock.init_app(app)
+    _init_login(app)
+
+    _register_blueprints(app)
+    from app.web.errors import register_error_handlers
+
+    register_error_handlers(app)
+    from app.cli import register_commands
+
+    register_commands(app)
+
+    app.teardown_appcontext(identity.close_db_session)
+    app.before_request(_check_csrf)
+    app.after_request(_security_headers)
+    app.context_processor(lambda: {"settings": settings})
+    return app
+
+
+def _init_login(app: Flask) -> None:
+    login_manager.init_app(app)
+    login_manager.login_view = "auth.login"
+    login_manager.login_message = "Please log in to continue."
+    login_manager.user_loader(identity.load_user)
+    login_manager.request_loader(identity.load_user_from_request)
+
+    @login_manager.unauthorized_handler
+    def _unauthorized():
+        from flask import redirect, url_for
+
+        from app.web.errors import error_response
+
+        if identity.wants_json() or identity.bearer_token():
+            return error_response(401, "UNAUTHORIZED", "Log in or send a valid bearer token.")
+        return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
+
+
+def _register_blueprints(app: Flask) -> None:
+    from app.web import admin, api, auth, chat, settings_hub, workspace
+
+    for module in (auth, chat, workspace, settings_hub, admin, api):
+        app.register_blueprint(module.bp)
+
+
+def _check_csrf() -> None:
+    if request.method in {"POST", "PUT", "PATCH", "DELETE"} and not identity.bearer_token():
+        csrf.protect()
+
+
+def _security_headers(response):
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    return response

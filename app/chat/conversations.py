@@ -1,0 +1,52 @@
+"""Conversation bookkeeping and the public shape of rows (no Flask here)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.chat.models import Conversation, Message
+
+DEFAULT_TITLE = "New chat"
+
+
+def create_conversation(session: Session, user_id: int, title: str | None = None) -> Conversation:
+    conversation = Conversation(user_id=user_id, title=(title or "").strip() or DEFAULT_TITLE)
+    session.add(conversation)
+    session.flush()
+    return conversation
+
+
+def conversations_for(session: Session, user_id: int) -> list[Conversation]:
+    query = (
+        select(Conversation)
+        .where(Conversation.user_id == user_id)
+        .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
+    )
+    return list(session.scalars(query))
+
+
+def conversation_dict(conversation: Conversation) -> dict:
+    return {
+        "id": conversation.id,
+        "title": conversation.title,
+        "status": conversation.status,
+        "updated_at": conversation.updated_at.isoformat() + "Z",
+    }
+
+
+def row_dict(row: Message) -> dict:
+    """A row as the API and the JSON socket show it (CONTRACT.md)."""
+    data = {
+        "id": row.id,
+        "sequence": row.sequence,
+        "role": row.role,
+        "kind": row.kind,
+        "content": row.content,
+        "created_at": row.created_at.isoformat() + "Z",
+    }
+    if "card" in row.meta:
+        data["card"] = row.meta["card"]
+    if "agentOutput" in row.meta:
+        data["agentOutput"] = row.meta["agentOutput"]
+    return data

@@ -1,0 +1,89 @@
+"""Conversations, their message rows, and runs of the host loop."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base, utcnow
+
+IDLE, STREAMING, ERROR = "IDLE", "STREAMING", "ERROR"
+CONVERSATION_STATUSES = (IDLE, STREAMING, ERROR)
+
+RUN_QUEUED, RUN_RUNNING, RUN_AWAITING = "queued", "running", "awaiting"
+RUN_COMPLETED, RUN_ERROR, RUN_CANCELLED = "completed", "error", "cancelled"
+ACTIVE_RUN_STATUSES = (RUN_QUEUED, RUN_RUNNING)
+FINISHED_RUN_STATUSES = (RUN_AWAITING, RUN_COMPLETED, RUN_ERROR, RUN_CANCELLED)
+
+ROW_KINDS = ("user", "host", "agent_output", "card", "error", "notice")
+
+
+class Conversation(Base):
+    __tablename__ = "conversations"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    title: Mapped[str] = mapped_column(String(120), default="New chat")
+    status: Mapped[str] = mapped_column(String(16), default=IDLE)
+    active_run_id: Mapped[int | None]
+    tool_phase: Mapped[str] = mapped_column(String(16), default="discovery")
+    summary: Mapped[str | None] = mapped_column(Text)
+    summarized_up_to_sequence: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+
+    def touch(self) -> None:
+        self.updated_at = utcnow()
+
+
+class Message(Base):
+    """One row of a conversation. `meta` holds the Anthropic blocks, hidden, awaiting, card
+    and agentOutput; `sequence` is allocated only by `chat.rows.insert_message`."""
+
+    __tablename__ = "messages"
+    __table_args__ = (UniqueConstraint("conversation_id", "sequence"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    sequence: Mapped[int]
+    role: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text, default="")
+    meta: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    @property
+    def hidden(self) -> bool:
+        return bool(self.meta.get("hidden"))
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        # At most one queued or running run per conversation, enforced by the database so
+        # that two processes racing to start a run cannot both win.
+        Index(
+            "uq_runs_one_active_per_conversation",
+            "conversation_id",
+            unique=True,
+            sqlite_where=text("status IN ('queued', 'running')"),
+            postgresql_where=text("status IN ('queued', 'running')"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default=RUN_QUEUED)
+    trigger: Mapped[str] = mapped_column(String(16), default="message")
+    iterations: Mapped[int] = mapped_column(default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]

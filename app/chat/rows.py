@@ -1,0 +1,77 @@
+"""The one place that allocates message sequences. Every writer of message rows calls
+`insert_message`; readers order by sequence."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.chat.models import Conversation, Message
+from app.db import utcnow
+
+MAX_ATTEMPTS = 60
+
+
+def insert_message(
+    session: Session,
+    conversation_id: int,
+    *,
+    role: str,
+    kind: str,
+    content: str = "",
+    meta: dict[str, Any] | None = None,
+) -> Message:
+    """Append a row with the next sequence, inside the caller's transaction.
+
+    The sequence is computed by the INSERT itself (max+1) and guarded by the unique index
+    on (conversation, sequence). On PostgreSQL the conversation row is locked first, so
+    concurrent writers queue instead of colliding; a collision that still happens is
+    retried inside a savepoint with jittered backoff. SQLite serializes writers already.
+    """
+    if session.get_bind().dialect.name != "sqlite":
+        session.execute(
+            select(Conversation.id).where(Conversation.id == conversation_id).with_for_update()
+        )
+    next_sequence = (
+        select(func.coalesce(func.max(Message.sequence), 0) + 1)
+        .where(Message.conversation_id == conversation_id)
+        .scalar_subquery()
+    )
+    statement = (
+        insert(Message)
+        .values(
+            conversation_id=conversation_id,
+            sequence=next_sequence,
+            role=role,
+            kind=kind,
+            content=content,
+            meta=meta or {},
+            created_at=utcnow(),
+        )
+        .returning(Message)
+    )
+    for attempt in range(MAX_ATTEMPTS):
+        try:
+            with session.begin_nested():
+                return session.scalars(statement).one()
+        except IntegrityError:
+            if attempt == MAX_ATTEMPTS - 1:
+                raise
+            time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
+    raise AssertionError("unreachable")
+
+
+def rows_after(session: Session, conversation_id: int, after: int = 0, *, include_hidden=False):
+    """Rows with a sequence above `after`, in order."""
+    query = (
+        select(Message)
+        .where(Message.conversation_id == conversation_id, Message.sequence > after)
+        .order_by(Message.sequence)
+    )
+    rows = session.scalars(query).all()
+    return rows if include_hidden else [row for row in rows if not row.hidden]

@@ -1,0 +1,128 @@
+"""Settings: the one module that reads the environment (and `.env`)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dotenv import load_dotenv
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_INSTANCE = PROJECT_ROOT / "instance"
+
+DEFAULT_HOST_MODEL = "claude-sonnet-4-5"
+DEFAULT_FAST_MODEL = "claude-haiku-4-5"
+
+
+def _bool(value: str | None, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _int(env: dict, name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"setting {name} must be a whole number, got {raw!r}") from exc
+
+
+def _secret_key(instance_path: Path) -> str:
+    """Generate a key into instance/ on first run so sessions survive restarts."""
+    key_file = instance_path / "secret_key"
+    if key_file.exists():
+        return key_file.read_text().strip()
+    instance_path.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_hex(32)
+    key_file.write_text(key)
+    key_file.chmod(0o600)
+    return key
+
+
+@dataclass(frozen=True)
+class Settings:
+    instance_path: Path
+    database_url: str
+    secret_key: str
+    host: str = "127.0.0.1"
+    port: int = 5000
+    redis_url: str | None = None
+    run_executor: str = "thread"
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    model_provider: str = "demo"
+    host_model: str = DEFAULT_HOST_MODEL
+    fast_model: str = DEFAULT_FAST_MODEL
+    thinking_budget: int = 0
+    context_window_tokens: int = 200_000
+    max_iterations: int = 10
+    history_message_cap: int = 40
+    rate_limit_messages: str = "40 per 10 minutes"
+    heartbeat_seconds: int = 15
+    stale_seconds: int = 90
+    stream_idle_seconds: int = 90
+    max_run_seconds: int = 1200
+    fetch_allow_hosts: tuple[str, ...] = ()
+    open_signup: bool = True
+    max_message_chars: int = 20_000
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def uses_demo_model(self) -> bool:
+        return self.model_provider == "demo"
+
+
+def load_settings(overrides: dict | None = None, env: dict | None = None) -> Settings:
+    """Build settings from the environment; `overrides` (tests) win over it."""
+    if env is None:
+        load_dotenv(PROJECT_ROOT / ".env", override=False)
+        env = dict(os.environ)
+    overrides = dict(overrides or {})
+    instance_path = Path(
+        overrides.pop("instance_path", env.get("INSTANCE_PATH") or DEFAULT_INSTANCE)
+    )
+    database_url = env.get("DATABASE_URL") or f"sqlite:///{instance_path / 'loopdesk.db'}"
+    api_key = env.get("ANTHROPIC_API_KEY") or None
+    base_url = env.get("ANTHROPIC_BASE_URL") or None
+    provider = env.get("MODEL_PROVIDER") or ("anthropic" if (api_key or base_url) else "demo")
+    if provider not in {"anthropic", "demo"}:
+        raise ValueError(f"MODEL_PROVIDER must be 'anthropic' or 'demo', got {provider!r}")
+    executor = env.get("RUN_EXECUTOR") or "thread"
+    if executor not in {"thread", "dramatiq"}:
+        raise ValueError(f"RUN_EXECUTOR must be 'thread' or 'dramatiq', got {executor!r}")
+    values = dict(
+        instance_path=instance_path,
+        database_url=database_url,
+        secret_key=env.get("SECRET_KEY") or "",
+        host=env.get("HOST") or "127.0.0.1",
+        port=_int(env, "PORT", 5000),
+        redis_url=env.get("REDIS_URL") or None,
+        run_executor=executor,
+        anthropic_api_key=api_key,
+        anthropic_base_url=base_url,
+        model_provider=provider,
+        host_model=env.get("HOST_MODEL") or DEFAULT_HOST_MODEL,
+        fast_model=env.get("FAST_MODEL") or DEFAULT_FAST_MODEL,
+        thinking_budget=_int(env, "THINKING_BUDGET", 0),
+        context_window_tokens=_int(env, "CONTEXT_WINDOW_TOKENS", 200_000),
+        max_iterations=_int(env, "MAX_ITERATIONS", 10),
+        history_message_cap=_int(env, "HISTORY_MESSAGE_CAP", 40),
+        rate_limit_messages=env.get("RATE_LIMIT_MESSAGES") or "40 per 10 minutes",
+        heartbeat_seconds=_int(env, "HEARTBEAT_SECONDS", 15),
+        stale_seconds=_int(env, "STALE_SECONDS", 90),
+        stream_idle_seconds=_int(env, "STREAM_IDLE_SECONDS", 90),
+        max_run_seconds=_int(env, "MAX_RUN_SECONDS", 1200),
+        fetch_allow_hosts=tuple(
+            h.strip() for h in (env.get("FETCH_ALLOW_HOSTS") or "").split(",") if h.strip()
+        ),
+        open_signup=_bool(env.get("OPEN_SIGNUP"), True),
+    )
+    values.update(overrides)
+    if not values["secret_key"]:
+        values["secret_key"] = _secret_key(Path(values["instance_path"]))
+    return Settings(**values)

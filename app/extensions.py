@@ -1,0 +1,15 @@
+"""Flask extensions, created unbound and initialised in the app factory."""
+
+from flask_limiter import Limiter
+from flask_login import LoginManager
+from flask_migrate import Migrate
+from flask_sock import Sock
+from flask_wtf.csrf import CSRFProtect
+
+from app.web.identity import rate_limit_key
+
+login_manager = LoginManager()
+csrf = CSRFProtect()
+migrate = Migrate()
+sock = Sock()
+limiter = Limiter(key_func=rate_limit_key, default_limits=[])

@@ -1,0 +1,32 @@
+"""Every model, imported once so Alembic and the tests see the whole schema."""
+
+from app.accounts.models import ApiToken, User
+from app.chat.models import Conversation, Message, Run
+from app.db import Base
+from app.workspace.models import (
+    Attachment,
+    Campaign,
+    Character,
+    ImagePreset,
+    Offer,
+    Output,
+    Persona,
+    VisualAsset,
+)
+
+__all__ = [
+    "ApiToken",
+    "Attachment",
+    "Base",
+    "Campaign",
+    "Character",
+    "Conversation",
+    "ImagePreset",
+    "Message",
+    "Offer",
+    "Output",
+    "Persona",
+    "Run",
+    "User",
+    "VisualAsset",
+]

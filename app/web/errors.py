@@ -1,0 +1,69 @@
+"""Errors answered as JSON for scripts and the API, as HTML for pages."""
+
+from __future__ import annotations
+
+from flask import Flask, jsonify, make_response, render_template
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import HTTPException
+
+from app.web.identity import wants_json
+
+CODES = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHORIZED",
+    402: "QUOTA_EXCEEDED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    409: "CONFLICT",
+    413: "TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+    429: "RATE_LIMITED",
+    500: "INTERNAL",
+}
+
+
+class ApiError(HTTPException):
+    """An error with a stable code, raised anywhere in a request."""
+
+    def __init__(self, status: int, message: str, code: str | None = None, headers=None):
+        super().__init__(description=message)
+        self.code = status
+        self.error_code = code or CODES.get(status, "ERROR")
+        self.extra_headers = headers or {}
+
+
+def error_response(status: int, code: str, message: str, headers=None):
+    if wants_json():
+        response = jsonify({"error": {"code": code, "message": message}})
+    else:
+        response = make_response(render_template("error.html", status=status, message=message))
+    response.status_code = status
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(CSRFError)
+    def _csrf(error: CSRFError):
+        return error_response(400, "CSRF_FAILED", error.description)
+
+    @app.errorhandler(ApiError)
+    def _api(error: ApiError):
+        return error_response(error.code, error.error_code, error.description, error.extra_headers)
+
+    @app.errorhandler(HTTPException)
+    def _http(error: HTTPException):
+        status = error.code or 500
+        headers = dict(error.get_headers()) if status in (405, 429) else {}
+        headers.pop("Content-Type", None)
+        message = error.description or error.name
+        if status == 404:
+            message = "Not found."
+        return error_response(status, CODES.get(status, "ERROR"), message, headers)
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception):
+        app.logger.exception("unhandled error")
+        return error_response(500, "INTERNAL", "Something went wrong on our side.")

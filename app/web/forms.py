@@ -1,0 +1,76 @@
+"""WTForms for every browser form; Flask-WTF adds the CSRF token to each."""
+
+from __future__ import annotations
+
+import re
+
+from flask_wtf import FlaskForm
+from wtforms import BooleanField, PasswordField, SelectField, StringField, TextAreaField
+from wtforms.validators import DataRequired, Email, EqualTo, Length, Optional, ValidationError
+
+HEX_COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
+
+
+class LoginForm(FlaskForm):
+    email = StringField("Email", validators=[DataRequired(), Length(max=254)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=200)])
+
+
+class SignupForm(FlaskForm):
+    email = StringField("Email", validators=[DataRequired(), Email(), Length(max=254)])
+    password = PasswordField(
+        "Password",
+        validators=[DataRequired(), Length(min=8, max=200, message="Use 8 to 200 characters.")],
+    )
+    confirm = PasswordField(
+        "Repeat password", validators=[DataRequired(), EqualTo("password", "Passwords differ.")]
+    )
+
+
+class UserCreateForm(FlaskForm):
+    email = StringField("Email", validators=[DataRequired(), Email(), Length(max=254)])
+    password = PasswordField(
+        "Password",
+        validators=[DataRequired(), Length(min=8, max=200, message="Use 8 to 200 characters.")],
+    )
+    is_admin = BooleanField("Administrator")
+
+
+class ChatTitleForm(FlaskForm):
+    title = StringField("Title", validators=[DataRequired(), Length(max=120)])
+
+
+class OfferForm(FlaskForm):
+    name = StringField("Name", validators=[DataRequired(), Length(max=120)])
+    description = TextAreaField("What it is", validators=[Optional(), Length(max=4000)])
+    audience = TextAreaField("Who it is for", validators=[Optional(), Length(max=2000)])
+    price = StringField("Price", validators=[Optional(), Length(max=60)])
+    brand_colors = StringField(
+        "Brand colours",
+        description="Hex colours separated by commas, for example #1f6feb, #ffd33d",
+        validators=[Optional(), Length(max=200)],
+    )
+
+    def validate_brand_colors(self, field):
+        for colour in self.colour_list():
+            if not HEX_COLOUR.match(colour):
+                raise ValidationError(f"{colour!r} is not a colour like #1f6feb.")
+
+    def colour_list(self) -> list[str]:
+        return [c.strip() for c in (self.brand_colors.data or "").split(",") if c.strip()]
+
+
+class PersonaForm(FlaskForm):
+    name = StringField("Name", validators=[DataRequired(), Length(max=120)])
+    offer_id = SelectField("For offer", coerce=int, validate_choice=True)
+    description = TextAreaField("Who they are", validators=[Optional(), Length(max=4000)])
+    pains = TextAreaField("Pains", validators=[Optional(), Length(max=2000)])
+    goals = TextAreaField("Goals", validators=[Optional(), Length(max=2000)])
+
+
+class TokenForm(FlaskForm):
+    name = StringField("Token name", validators=[DataRequired(), Length(max=80)])
+
+
+class ConfirmForm(FlaskForm):
+    """A form with nothing but the CSRF token, for buttons that change something."""

@@ -1,0 +1,82 @@
+"""Who is asking: session cookie or bearer token, and the per-request database session."""
+
+from __future__ import annotations
+
+from flask import current_app, g, request
+from flask_login import current_user
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.accounts.models import ApiToken, User, hash_token
+from app.db import Database, utcnow
+
+
+def database() -> Database:
+    return current_app.extensions["database"]
+
+
+def db_session() -> Session:
+    """One session per request, closed at teardown."""
+    if "db_session" not in g:
+        g.db_session = database().session()
+    return g.db_session
+
+
+def close_db_session(_exc: BaseException | None = None) -> None:
+    session = g.pop("db_session", None)
+    if session is not None:
+        session.close()
+
+
+def bearer_token() -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return None
+
+
+def user_from_bearer(raw: str) -> User | None:
+    session = db_session()
+    token = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(raw)))
+    if token is None or not token.active:
+        return None
+    token.last_used_at = utcnow()
+    session.commit()
+    return session.get(User, token.user_id)
+
+
+def load_user_from_request(_request) -> User | None:
+    raw = bearer_token()
+    if raw is None:
+        return None
+    user = user_from_bearer(raw)
+    if user is not None:
+        g.authenticated_by_bearer = True
+    return user
+
+
+def load_user(user_id: str) -> User | None:
+    if bearer_token() is not None:
+        # A request that names a token is judged by that token alone.
+        return None
+    try:
+        return db_session().get(User, int(user_id))
+    except ValueError:
+        return None
+
+
+def wants_json() -> bool:
+    if request.path.startswith("/api/"):
+        return True
+    best = request.accept_mimetypes.best_match(["application/json", "text/html"])
+    return (
+        best == "application/json"
+        and request.accept_mimetypes[best] > request.accept_mimetypes["text/html"]
+    )
+
+
+def rate_limit_key() -> str:
+    if current_user and current_user.is_authenticated:
+        return f"user:{current_user.id}"
+    return f"ip:{request.remote_addr}"

@@ -1,0 +1,2 @@
+// Small behaviours htmx does not cover. No inline scripts: the CSP forbids them.
+"use strict";
