@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from flask import Flask, request
 
+from app.chat.executor import make_executor
 from app.config import PROJECT_ROOT, load_settings
 from app.db import Database
 from app.extensions import csrf, limiter, login_manager, migrate, sock
+from app.services import build_services
 from app.web import identity
 
 CONTENT_SECURITY_POLICY = (
@@ -47,7 +49,11 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.config.update(flask_config)
     settings.instance_path.mkdir(parents=True, exist_ok=True)
 
-    app.extensions["database"] = Database(settings.database_url)
+    database = Database(settings.database_url)
+    app.extensions["database"] = database
+    services = build_services(settings, database=database)
+    app.extensions["services"] = services
+    app.extensions["executor"] = make_executor(services)
     migrate.init_app(
         app,
         db=app.extensions["database"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 from flask import Flask, current_app
+from flask.cli import with_appcontext
 from sqlalchemy import select
 from werkzeug.serving import run_simple
 
@@ -17,6 +18,7 @@ def _session():
 
 
 @click.command("create-user")
+@with_appcontext
 @click.argument("email")
 @click.option("--admin", is_flag=True, help="Make the account an administrator.")
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
@@ -32,6 +34,7 @@ def create_user_command(email: str, admin: bool, password: str) -> None:
 
 
 @click.command("create-token")
+@with_appcontext
 @click.argument("email")
 @click.option("--name", default="cli", show_default=True)
 def create_token_command(email: str, name: str) -> None:
@@ -47,6 +50,7 @@ def create_token_command(email: str, name: str) -> None:
 
 
 @click.command("seed-demo")
+@with_appcontext
 def seed_demo_command() -> None:
     """Create the demo admin and workspace on an empty database."""
     with _session() as session:
@@ -59,6 +63,7 @@ def seed_demo_command() -> None:
 
 
 @click.command("serve")
+@with_appcontext
 def serve_command() -> None:
     """Serve with Flask's threaded server on HOST:PORT (the embedded default)."""
     settings = current_app.config["LOOPDESK"]

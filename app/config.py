@@ -12,8 +12,8 @@ from dotenv import load_dotenv
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INSTANCE = PROJECT_ROOT / "instance"
 
-DEFAULT_HOST_MODEL = "claude-sonnet-4-5"
-DEFAULT_FAST_MODEL = "claude-haiku-4-5"
+DEFAULT_HOST_MODEL = "claude-sonnet-5-5"
+DEFAULT_FAST_MODEL = "claude-haiku-5-5"
 
 
 def _bool(value: str | None, default: bool) -> bool:

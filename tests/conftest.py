@@ -1,1 +1,157 @@
+"""Fixtures: an app per test with its own database (a SQLite file, or a fresh PostgreSQL
+schema when DATABASE_URL names PostgreSQL), a client, and helpers to log in."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+
+import pytest
+from sqlalchemy import create_engine, make_url, text
+
+from app import create_app
+from app.accounts.service import create_user
+from app.models import Base
+
 pytest_plugins = ["tests.fake_model"]
+
+SERVICE_DATABASE_URL = os.environ.get("DATABASE_URL", "")
+SERVICE_REDIS_URL = os.environ.get("REDIS_URL", "")
+PASSWORD = "correct horse battery"
+
+
+def pytest_sessionstart(session):
+    """When the suite is pointed at services, they must answer: missing is a failure."""
+    if SERVICE_DATABASE_URL.startswith("postgresql"):
+        engine = create_engine(SERVICE_DATABASE_URL)
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+        engine.dispose()
+    if SERVICE_REDIS_URL:
+        import redis
+
+        redis.Redis.from_url(SERVICE_REDIS_URL).ping()
+
+
+@pytest.fixture
+def database_url(tmp_path):
+    if not SERVICE_DATABASE_URL.startswith("postgresql"):
+        yield f"sqlite:///{tmp_path / 'test.db'}"
+        return
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(SERVICE_DATABASE_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(SERVICE_DATABASE_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def make_app(tmp_path, database_url):
+    """Build an app on this test's database; call again for a second, fresh process state."""
+    apps = []
+
+    def build(create_schema: bool = True, **overrides):
+        config = {
+            "instance_path": tmp_path / "instance",
+            "database_url": database_url,
+            "secret_key": "test-secret",
+            "TESTING": True,
+            "RATELIMIT_KEY_PREFIX": f"test-{uuid.uuid4().hex}",
+            # No test reaches a real model: the default endpoint is a closed local port;
+            # tests that talk to a model pass the fake model server's URL.
+            "model_provider": "anthropic",
+            "anthropic_base_url": "http://127.0.0.1:9",
+            "anthropic_api_key": "test-key",
+        }
+        config.update(overrides)
+        app = create_app(config)
+        if create_schema and not apps:
+            Base.metadata.create_all(app.extensions["database"].engine)
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        app.extensions["executor"].shutdown()
+        app.extensions["services"].close()
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app):
+    return app.test_cli_runner()
+
+
+@pytest.fixture
+def db(app):
+    session = app.extensions["database"].session()
+    yield session
+    session.close()
+
+
+def csrf_token_from(html: str) -> str:
+    match = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', html) or re.search(
+        r'"X-CSRFToken": "([^"]+)"', html
+    )
+    assert match, "no CSRF token on the page"
+    return match.group(1)
+
+
+class AuthActions:
+    """Create people and log the test client in as them."""
+
+    def __init__(self, app, client):
+        self.app = app
+        self.client = client
+        self.csrf = None
+
+    def create(self, email="ada@example.com", password=PASSWORD, admin=False):
+        with self.app.extensions["database"].session() as session:
+            user = create_user(session, email, password, is_admin=admin)
+            session.commit()
+            return user.id
+
+    def login(self, email="ada@example.com", password=PASSWORD):
+        token = csrf_token_from(self.client.get("/login").get_data(as_text=True))
+        response = self.client.post(
+            "/login", data={"email": email, "password": password, "csrf_token": token}
+        )
+        assert response.status_code == 302, response.get_data(as_text=True)
+        self.csrf = csrf_token_from(self.client.get("/settings").get_data(as_text=True))
+        return response
+
+    def logout(self):
+        return self.client.post("/logout", data={"csrf_token": self.csrf})
+
+    def headers(self) -> dict:
+        """Headers a logged-in browser's htmx and fetch calls send."""
+        return {"X-CSRFToken": self.csrf}
+
+
+@pytest.fixture
+def auth(app, client):
+    return AuthActions(app, client)
+
+
+@pytest.fixture
+def user(auth):
+    """Ada, logged in."""
+    user_id = auth.create()
+    auth.login()
+    return user_id

@@ -34,7 +34,7 @@ import string
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -1152,7 +1152,7 @@ class FakeModelServer:
         httpd.fake = self
         self._httpd = httpd
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
         )
         self._thread.start()
         return self
@@ -1276,7 +1276,7 @@ class FakeModelServer:
 
 
 @pytest.fixture
-def fake_model() -> Iterable[FakeModelServer]:
+def fake_model() -> Iterator[FakeModelServer]:
     """A started :class:`FakeModelServer`, stopped after the test."""
     server = FakeModelServer()
     server.start()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+import json
+
+from flask import Blueprint, current_app, jsonify, request
 from flask_login import current_user, login_required
 
 from app.chat.conversations import (
@@ -11,11 +13,12 @@ from app.chat.conversations import (
     create_conversation,
     row_dict,
 )
-from app.chat.models import Conversation
+from app.chat.models import Conversation, Run
 from app.chat.rows import rows_after
 from app.web.access import owned_or_404
 from app.web.errors import ApiError
 from app.web.identity import db_session
+from app.web.turns import start_turn, stop_conversation
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -70,3 +73,62 @@ def list_messages(conversation_id: int):
         raise ApiError(400, "'after' must be a non-negative whole number.", "INVALID_FIELD")
     rows = rows_after(db_session(), conversation.id, int(after))
     return jsonify({"messages": [row_dict(row) for row in rows]})
+
+
+LOOP_FIELDS = {"message", "toolResponse"}
+
+
+def _loop_request(data: dict, max_chars: int) -> tuple[str | None, tuple[str, dict] | None]:
+    unknown = set(data) - LOOP_FIELDS
+    if unknown:
+        raise ApiError(400, f"Unknown field(s): {', '.join(sorted(unknown))}.", "INVALID_FIELD")
+    if ("message" in data) == ("toolResponse" in data):
+        raise ApiError(400, "Send either 'message' or 'toolResponse'.", "INVALID_BODY")
+    if "message" in data:
+        message = data["message"]
+        if not isinstance(message, str):
+            raise ApiError(400, "'message' must be a string.", "INVALID_FIELD")
+        if not message.strip():
+            raise ApiError(400, "'message' is empty.", "INVALID_FIELD")
+        if len(message) > max_chars:
+            raise ApiError(413, f"'message' is longer than {max_chars} characters.", "TOO_LARGE")
+        return message.strip(), None
+    response = data["toolResponse"]
+    if not isinstance(response, dict) or set(response) - {"toolUseId", "result"}:
+        raise ApiError(400, "'toolResponse' must be {toolUseId, result}.", "INVALID_FIELD")
+    tool_use_id, result = response.get("toolUseId"), response.get("result")
+    if not isinstance(tool_use_id, str) or not tool_use_id or len(tool_use_id) > 200:
+        raise ApiError(400, "'toolResponse.toolUseId' must be a non-empty string.", "INVALID_FIELD")
+    if not isinstance(result, dict):
+        raise ApiError(400, "'toolResponse.result' must be an object.", "INVALID_FIELD")
+    if len(json.dumps(result)) > max_chars:
+        raise ApiError(413, "'toolResponse.result' is too large.", "TOO_LARGE")
+    return None, (tool_use_id, result)
+
+
+@bp.post("/chats/<int:conversation_id>/loop")
+@login_required
+def loop(conversation_id: int):
+    owned_or_404(Conversation, conversation_id)
+    services = current_app.extensions["services"]
+    message, tool_response = _loop_request(json_body(), services.settings.max_message_chars)
+    started = start_turn(conversation_id, message, tool_response)
+    return jsonify({"runId": started.run.id}), 202
+
+
+@bp.post("/chats/<int:conversation_id>/stop")
+@login_required
+def stop(conversation_id: int):
+    owned_or_404(Conversation, conversation_id)
+    run = stop_conversation(conversation_id)
+    return jsonify({"stopped": run is not None, "runId": run.id if run else None})
+
+
+@bp.get("/runs/<int:run_id>")
+@login_required
+def get_run(run_id: int):
+    run = owned_or_404(Run, run_id)
+    data = {"id": run.id, "status": run.status, "iterations": run.iterations}
+    if run.error:
+        data["error"] = run.error
+    return jsonify(data)

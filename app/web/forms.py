@@ -4,19 +4,33 @@ from __future__ import annotations
 
 import re
 
+from flask import current_app, g
 from flask_wtf import FlaskForm
+from werkzeug.utils import cached_property
 from wtforms import BooleanField, PasswordField, SelectField, StringField, TextAreaField
 from wtforms.validators import DataRequired, Email, EqualTo, Length, Optional, ValidationError
 
 HEX_COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
 
 
-class LoginForm(FlaskForm):
+class Form(FlaskForm):
+    """Every browser form. A request authenticated by a bearer token is exempt from CSRF
+    here too, like in the app-wide check (CONTRACT.md: a token works on every route)."""
+
+    class Meta:
+        @cached_property
+        def csrf(self):
+            if g.get("authenticated_by_bearer"):
+                return False
+            return current_app.config.get("WTF_CSRF_ENABLED", True)
+
+
+class LoginForm(Form):
     email = StringField("Email", validators=[DataRequired(), Length(max=254)])
     password = PasswordField("Password", validators=[DataRequired(), Length(max=200)])
 
 
-class SignupForm(FlaskForm):
+class SignupForm(Form):
     email = StringField("Email", validators=[DataRequired(), Email(), Length(max=254)])
     password = PasswordField(
         "Password",
@@ -27,7 +41,7 @@ class SignupForm(FlaskForm):
     )
 
 
-class UserCreateForm(FlaskForm):
+class UserCreateForm(Form):
     email = StringField("Email", validators=[DataRequired(), Email(), Length(max=254)])
     password = PasswordField(
         "Password",
@@ -36,11 +50,11 @@ class UserCreateForm(FlaskForm):
     is_admin = BooleanField("Administrator")
 
 
-class ChatTitleForm(FlaskForm):
+class ChatTitleForm(Form):
     title = StringField("Title", validators=[DataRequired(), Length(max=120)])
 
 
-class OfferForm(FlaskForm):
+class OfferForm(Form):
     name = StringField("Name", validators=[DataRequired(), Length(max=120)])
     description = TextAreaField("What it is", validators=[Optional(), Length(max=4000)])
     audience = TextAreaField("Who it is for", validators=[Optional(), Length(max=2000)])
@@ -60,7 +74,7 @@ class OfferForm(FlaskForm):
         return [c.strip() for c in (self.brand_colors.data or "").split(",") if c.strip()]
 
 
-class PersonaForm(FlaskForm):
+class PersonaForm(Form):
     name = StringField("Name", validators=[DataRequired(), Length(max=120)])
     offer_id = SelectField("For offer", coerce=int, validate_choice=True)
     description = TextAreaField("Who they are", validators=[Optional(), Length(max=4000)])
@@ -68,9 +82,9 @@ class PersonaForm(FlaskForm):
     goals = TextAreaField("Goals", validators=[Optional(), Length(max=2000)])
 
 
-class TokenForm(FlaskForm):
+class TokenForm(Form):
     name = StringField("Token name", validators=[DataRequired(), Length(max=80)])
 
 
-class ConfirmForm(FlaskForm):
+class ConfirmForm(Form):
     """A form with nothing but the CSRF token, for buttons that change something."""

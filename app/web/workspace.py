@@ -37,8 +37,10 @@ def offers():
 def edit_offer(offer_id: int | None = None):
     offer = owned_or_404(Offer, offer_id) if offer_id else None
     form = OfferForm(obj=offer)
-    if request.method == "GET" and offer:
-        form.brand_colors.data = ", ".join(offer.brand_colors)
+    if isinstance(form.brand_colors.data, list):
+        # Taken from the offer (a GET, or a script's POST that leaves the field out):
+        # show the stored list as the text the field expects.
+        form.brand_colors.data = ", ".join(form.brand_colors.data)
     if form.validate_on_submit():
         session = db_session()
         if offer is None:

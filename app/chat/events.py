@@ -1,0 +1,115 @@
+"""What a run emits while it works. The loop only emits these; the streaming layer turns
+them into socket frames (HTML or JSON). Each event knows its wire form (CONTRACT.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+TimelineStage = Literal["resolving_context", "writing", "presenting"]
+TimelineState = Literal["started", "done"]
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    run_id: int
+    text: str
+    kind: Literal["textDelta"] = "textDelta"
+
+
+@dataclass(frozen=True)
+class HostTurn:
+    """A tool-calling turn's text is complete: the live segment closes."""
+
+    run_id: int
+    text: str
+    kind: Literal["hostTurn"] = "hostTurn"
+
+
+@dataclass(frozen=True)
+class Timeline:
+    run_id: int
+    stage: TimelineStage
+    state: TimelineState
+    agent: str | None = None
+    detail: str | None = None
+    kind: Literal["timeline"] = "timeline"
+
+
+@dataclass(frozen=True)
+class AgentToken:
+    run_id: int
+    agent: str
+    text: str
+    kind: Literal["agentToken"] = "agentToken"
+
+
+@dataclass(frozen=True)
+class ToolCallCard:
+    run_id: int
+    tool_use_id: str
+    tool: str
+    card: dict[str, Any]
+    kind: Literal["toolCall"] = "toolCall"
+
+
+@dataclass(frozen=True)
+class RowPersisted:
+    row: dict[str, Any]
+    run_id: int | None = None
+    kind: Literal["message"] = "message"
+
+
+@dataclass(frozen=True)
+class Done:
+    run_id: int
+    status: str
+    kind: Literal["done"] = "done"
+
+
+@dataclass(frozen=True)
+class RunError:
+    code: str
+    message: str
+    run_id: int | None = None
+    kind: Literal["error"] = "error"
+
+
+@dataclass(frozen=True)
+class Keepalive:
+    run_id: int
+    kind: Literal["keepalive"] = "keepalive"
+
+
+@dataclass(frozen=True)
+class ConversationChanged:
+    """Title or status changed: the conversation list updates live."""
+
+    conversation: dict[str, Any] = field(default_factory=dict)
+    kind: Literal["conversation"] = "conversation"
+
+
+Event = (
+    TextDelta
+    | HostTurn
+    | Timeline
+    | AgentToken
+    | ToolCallCard
+    | RowPersisted
+    | Done
+    | RunError
+    | Keepalive
+    | ConversationChanged
+)
+
+_CAMEL = {"run_id": "runId", "tool_use_id": "toolUseId"}
+
+
+def to_wire(event: Event) -> dict[str, Any]:
+    """The JSON frame: `type` plus camelCase fields, None fields left out."""
+    data = {"type": event.kind}
+    for key, value in asdict(event).items():
+        if key == "kind" or value is None:
+            continue
+        data[_CAMEL.get(key, key)] = value
+    return data

@@ -1,0 +1,46 @@
+"""Where runs execute. The embedded default is a thread pool in the web process; the
+scale-out executor (Dramatiq) comes with the workers."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol
+
+from app.services import Services
+
+log = logging.getLogger(__name__)
+
+
+class RunExecutor(Protocol):
+    def submit(self, run_id: int) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+class ThreadExecutor:
+    def __init__(self, services: Services, max_workers: int = 16):
+        self.services = services
+        self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="run")
+        self.futures: dict[int, Future] = {}
+
+    def submit(self, run_id: int) -> None:
+        from app.chat.loop import execute_run
+
+        future = self.pool.submit(execute_run, self.services, run_id)
+        self.futures[run_id] = future
+        future.add_done_callback(lambda f, r=run_id: self._done(r, f))
+
+    def _done(self, run_id: int, future: Future) -> None:
+        self.futures.pop(run_id, None)
+        if future.exception() is not None:
+            log.error("run %s crashed outside the loop", run_id, exc_info=future.exception())
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=False)
+
+
+def make_executor(services: Services) -> RunExecutor:
+    if services.settings.run_executor == "dramatiq":
+        raise NotImplementedError("RUN_EXECUTOR=dramatiq arrives with the worker processes")
+    return ThreadExecutor(services)

@@ -1,0 +1,24 @@
+"""The host's system prompt: stable parts first, so the prefix stays cache-friendly."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from app.chat.models import Conversation
+from app.chat.toolset import capability_notes
+from app.config import PROJECT_ROOT
+from app.tools.registry import Tool
+
+HOST_PROMPT_FILE = PROJECT_ROOT / "prompts" / "host.md"
+
+
+@lru_cache(maxsize=1)
+def host_prompt() -> str:
+    return HOST_PROMPT_FILE.read_text(encoding="utf-8").strip()
+
+
+def build_system_prompt(conversation: Conversation, tools: list[Tool]) -> str:
+    parts = [host_prompt(), capability_notes(tools)]
+    if conversation.summary:
+        parts.append(f"## Summary of the earlier conversation\n{conversation.summary}")
+    return "\n\n".join(part for part in parts if part)

@@ -1,0 +1,127 @@
+"""Run bookkeeping: start (one active run per conversation, enforced by a unique index),
+claim (compare-and-set), finish and cancel."""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.chat.models import (
+    ACTIVE_RUN_STATUSES,
+    ERROR,
+    IDLE,
+    RUN_CANCELLED,
+    RUN_ERROR,
+    RUN_QUEUED,
+    RUN_RUNNING,
+    STREAMING,
+    Conversation,
+    Message,
+    Run,
+)
+from app.db import utcnow
+
+
+class RunConflict(Exception):
+    """A run is already in flight for this conversation."""
+
+
+def lock_conversation(session: Session, conversation_id: int) -> Conversation | None:
+    """The conversation, locked for this transaction (SQLite's write lock is already held
+    from BEGIN IMMEDIATE; PostgreSQL takes the row lock)."""
+    return session.scalar(
+        select(Conversation).where(Conversation.id == conversation_id).with_for_update()
+    )
+
+
+def active_run(session: Session, conversation_id: int) -> Run | None:
+    return session.scalar(
+        select(Run).where(
+            Run.conversation_id == conversation_id, Run.status.in_(ACTIVE_RUN_STATUSES)
+        )
+    )
+
+
+def start_run(session: Session, conversation: Conversation, trigger: str) -> Run:
+    run = Run(
+        conversation_id=conversation.id,
+        user_id=conversation.user_id,
+        status=RUN_QUEUED,
+        trigger=trigger,
+    )
+    try:
+        with session.begin_nested():
+            session.add(run)
+            session.flush()
+    except IntegrityError as error:
+        raise RunConflict() from error
+    conversation.status = STREAMING
+    conversation.active_run_id = run.id
+    conversation.touch()
+    return run
+
+
+def claim_run(session: Session, run_id: int) -> bool:
+    """queued → running, exactly once however often the job is delivered."""
+    now = utcnow()
+    result = session.execute(
+        update(Run)
+        .where(Run.id == run_id, Run.status == RUN_QUEUED)
+        .values(status=RUN_RUNNING, started_at=now, heartbeat_at=now)
+    )
+    return result.rowcount == 1
+
+
+def finish_run(session: Session, run_id: int, status: str, error: str | None = None) -> bool:
+    """running → a final status; the conversation becomes usable again. False when the
+    run was already finished elsewhere (cancelled, or reclaimed as stale)."""
+    result = session.execute(
+        update(Run)
+        .where(Run.id == run_id, Run.status == RUN_RUNNING)
+        .values(status=status, finished_at=utcnow(), error=error)
+    )
+    if result.rowcount != 1:
+        return False
+    _release_conversation(session, run_id, ERROR if status == RUN_ERROR else IDLE)
+    return True
+
+
+def cancel_active_run(session: Session, conversation_id: int) -> Run | None:
+    run = active_run(session, conversation_id)
+    if run is None:
+        return None
+    result = session.execute(
+        update(Run)
+        .where(Run.id == run.id, Run.status.in_(ACTIVE_RUN_STATUSES))
+        .values(status=RUN_CANCELLED, finished_at=utcnow(), error="Stopped by the person.")
+    )
+    if result.rowcount != 1:
+        return None
+    _release_conversation(session, run.id, IDLE)
+    return run
+
+
+def _release_conversation(session: Session, run_id: int, status: str) -> None:
+    session.execute(
+        update(Conversation)
+        .where(Conversation.active_run_id == run_id)
+        .values(status=status, active_run_id=None, updated_at=utcnow())
+    )
+
+
+def run_status(session: Session, run_id: int) -> str | None:
+    return session.scalar(select(Run.status).where(Run.id == run_id))
+
+
+def awaiting_card(session: Session, conversation_id: int) -> Message | None:
+    """The card row still waiting for an answer, if any (only the latest card can be)."""
+    row = session.scalar(
+        select(Message)
+        .where(Message.conversation_id == conversation_id, Message.kind == "card")
+        .order_by(Message.sequence.desc())
+        .limit(1)
+    )
+    if row is None or row.meta.get("card", {}).get("status") != "awaiting":
+        return None
+    return row

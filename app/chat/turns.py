@@ -1,0 +1,156 @@
+"""Starting a turn: persist what the person sent (a message or a card answer) and create
+the run, in one transaction. Shared by the JSON API and the chat page."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.chat.conversations import DEFAULT_TITLE
+from app.chat.models import Message, Run
+from app.chat.rows import insert_message
+from app.chat.runs import RunConflict, active_run, awaiting_card, lock_conversation, start_run
+from app.services import Services
+from app.tools.context import ToolContext
+
+
+class TurnRejected(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class StartedTurn:
+    run: Run
+    rows: list[Message] = field(default_factory=list)
+
+
+def _locked(session: Session, conversation_id: int, user_id: int):
+    conversation = lock_conversation(session, conversation_id)
+    if conversation is None or conversation.user_id != user_id:
+        raise TurnRejected(404, "NOT_FOUND", "Not found.")
+    if active_run(session, conversation.id) is not None:
+        raise TurnRejected(
+            409,
+            "RUN_IN_FLIGHT",
+            "A reply is already being written in this chat. Wait for it or press Stop.",
+        )
+    return conversation
+
+
+def _tool_result_row(session, conversation_id: int, card: dict, result: dict) -> Message:
+    block = {
+        "type": "tool_result",
+        "tool_use_id": card["toolUseId"],
+        "content": json.dumps(result, ensure_ascii=False),
+    }
+    return insert_message(
+        session,
+        conversation_id,
+        role="user",
+        kind="tool_result",
+        meta={"blocks": [block], "hidden": True, "tool": card["tool"]},
+    )
+
+
+def _close_card(card_row: Message, status: str, answer: dict) -> None:
+    card = {**card_row.meta["card"], "status": status, "answer": answer}
+    card_row.meta = {**card_row.meta, "card": card, "awaiting": None}
+
+
+def _start(session: Session, conversation, trigger: str, rows: list[Message]) -> StartedTurn:
+    try:
+        run = start_run(session, conversation, trigger)
+    except RunConflict as error:
+        raise TurnRejected(
+            409, "RUN_IN_FLIGHT", "A reply is already being written in this chat."
+        ) from error
+    return StartedTurn(run=run, rows=rows)
+
+
+def submit_message(session: Session, conversation_id: int, user_id: int, text: str) -> StartedTurn:
+    """A new message. A card still waiting is dismissed with the message, so the
+    conversation never deadlocks on an unanswered question."""
+    conversation = _locked(session, conversation_id, user_id)
+    rows: list[Message] = []
+    card_row = awaiting_card(session, conversation.id)
+    if card_row is not None:
+        answer = {"dismissed": True, "user_message": text}
+        _tool_result_row(session, conversation.id, card_row.meta["card"], answer)
+        _close_card(card_row, "dismissed", answer)
+        rows.append(card_row)
+    rows.append(
+        insert_message(
+            session,
+            conversation.id,
+            role="user",
+            kind="user",
+            content=text,
+            meta={"blocks": [{"type": "text", "text": text}]},
+        )
+    )
+    if conversation.title == DEFAULT_TITLE:
+        conversation.title = _title_from(text)
+    return _start(session, conversation, "message", rows)
+
+
+def submit_tool_response(
+    session: Session,
+    services: Services,
+    conversation_id: int,
+    user_id: int,
+    tool_use_id: str,
+    result: dict[str, Any],
+) -> StartedTurn:
+    """The person's answer to the card that is waiting; it resumes the run."""
+    conversation = _locked(session, conversation_id, user_id)
+    card_row = awaiting_card(session, conversation.id)
+    if card_row is None or card_row.meta.get("awaiting") != tool_use_id:
+        raise TurnRejected(
+            409,
+            "CARD_NOT_AWAITING",
+            "That question is not waiting for an answer (it was answered, dismissed or never asked).",
+        )
+    card = card_row.meta["card"]
+    if result.get("dismissed") is True:
+        answer = {"dismissed": True}
+        if isinstance(result.get("user_message"), str):
+            answer["user_message"] = result["user_message"][:2000]
+        status = "dismissed"
+    else:
+        problem = _check_answer(session, services, conversation.id, user_id, card, result)
+        if problem:
+            raise TurnRejected(400, "INVALID_ANSWER", problem)
+        answer, status = result, "answered"
+    _tool_result_row(session, conversation.id, card, answer)
+    _close_card(card_row, status, answer)
+    return _start(session, conversation, "tool_response", [card_row])
+
+
+def _check_answer(
+    session, services: Services, conversation_id: int, user_id: int, card: dict, result: dict
+) -> str | None:
+    tool = services.tools.get(card["tool"])
+    if tool is None or tool.check_response is None:
+        return None
+    context = ToolContext(
+        session=session,
+        user_id=user_id,
+        conversation_id=conversation_id,
+        run_id=0,
+        services=services,
+        emit=lambda _event: None,
+        tool_use_id=card["toolUseId"],
+    )
+    return tool.check_response(context, card, result)
+
+
+def _title_from(text: str) -> str:
+    first_line = " ".join(text.split())
+    return first_line[:60] + ("…" if len(first_line) > 60 else "")

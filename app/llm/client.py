@@ -1,0 +1,235 @@
+"""The model client: one `anthropic` SDK client per process, streaming raw events and
+accumulating the content blocks ourselves (cheaper than the SDK's stream helper)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx2 as httpx
+
+from app.config import Settings
+
+# Error types the API may send mid-stream that are worth another try.
+TRANSIENT_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+MID_STREAM_RETRIES = 2
+
+
+class ModelError(Exception):
+    """The model could not answer. `code` is stable, `message` is for people."""
+
+    def __init__(self, code: str, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+class ContextTooLong(ModelError):
+    pass
+
+
+class StreamCancelled(Exception):
+    pass
+
+
+@dataclass
+class AssistantTurn:
+    content: list[dict[str, Any]]
+    stop_reason: str | None
+    usage: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "".join(b["text"] for b in self.content if b["type"] == "text")
+
+    @property
+    def tool_uses(self) -> list[dict[str, Any]]:
+        return [b for b in self.content if b["type"] == "tool_use"]
+
+
+@dataclass
+class StreamCallbacks:
+    on_text: Callable[[str], None] | None = None
+    on_thinking_start: Callable[[], None] | None = None
+    on_thinking_end: Callable[[], None] | None = None
+    on_activity: Callable[[], None] | None = None
+    should_stop: Callable[[], bool] | None = None
+
+
+def make_anthropic(
+    settings: Settings, http_client: httpx.Client | None = None
+) -> anthropic.Anthropic:
+    """The SDK client. Retries (429, 529, 5xx, connection errors, honouring retry-after)
+    are the SDK's; the timeout bounds a silent connection, not a whole stream."""
+    return anthropic.Anthropic(
+        api_key=settings.anthropic_api_key or "not-needed",
+        base_url=settings.anthropic_base_url,
+        max_retries=3,
+        timeout=httpx.Timeout(
+            connect=10.0, read=float(settings.stream_idle_seconds), write=30.0, pool=30.0
+        ),
+        http_client=http_client,
+    )
+
+
+class _Accumulator:
+    """Builds content blocks from raw stream events."""
+
+    def __init__(self, callbacks: StreamCallbacks):
+        self.blocks: list[dict[str, Any]] = []
+        self.partial_json: dict[int, list[str]] = {}
+        self.stop_reason: str | None = None
+        self.usage: dict[str, int] = {}
+        self.callbacks = callbacks
+
+    def feed(self, event: Any) -> None:
+        kind = event.type
+        if kind == "message_start":
+            self.usage.update(_usage(event.message.usage))
+        elif kind == "content_block_start":
+            self._start(event.index, event.content_block)
+        elif kind == "content_block_delta":
+            self._delta(event.index, event.delta)
+        elif kind == "content_block_stop":
+            self._stop(event.index)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason
+            self.usage.update(_usage(event.usage))
+
+    def _start(self, index: int, block: Any) -> None:
+        data = block.model_dump(exclude_none=True)
+        if data["type"] == "tool_use":
+            data["input"] = {}
+            self.partial_json[index] = []
+        elif data["type"] == "thinking" and self.callbacks.on_thinking_start:
+            self.callbacks.on_thinking_start()
+        data.pop("citations", None)
+        while len(self.blocks) <= index:
+            self.blocks.append({})
+        self.blocks[index] = data
+
+    def _delta(self, index: int, delta: Any) -> None:
+        block = self.blocks[index]
+        if delta.type == "text_delta":
+            block["text"] = block.get("text", "") + delta.text
+            if self.callbacks.on_text and delta.text:
+                self.callbacks.on_text(delta.text)
+        elif delta.type == "input_json_delta":
+            self.partial_json[index].append(delta.partial_json)
+        elif delta.type == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta.thinking
+        elif delta.type == "signature_delta":
+            block["signature"] = delta.signature
+
+    def _stop(self, index: int) -> None:
+        block = self.blocks[index]
+        if block.get("type") == "tool_use":
+            raw = "".join(self.partial_json.pop(index, []))
+            try:
+                block["input"] = json.loads(raw) if raw.strip() else {}
+            except json.JSONDecodeError:
+                block["input"] = {"__invalid_json__": raw}
+        elif block.get("type") == "thinking" and self.callbacks.on_thinking_end:
+            self.callbacks.on_thinking_end()
+
+    def turn(self) -> AssistantTurn:
+        content = [b for b in self.blocks if b and not (b["type"] == "text" and not b.get("text"))]
+        return AssistantTurn(content=content, stop_reason=self.stop_reason, usage=self.usage)
+
+
+def _usage(usage: Any) -> dict[str, int]:
+    if usage is None:
+        return {}
+    return {k: v for k, v in usage.model_dump().items() if isinstance(v, int)}
+
+
+def _error_type(error: anthropic.APIStatusError) -> str:
+    body = error.body if isinstance(error.body, dict) else {}
+    inner = body.get("error", body)
+    return inner.get("type", "") if isinstance(inner, dict) else ""
+
+
+def _error_message(error: anthropic.APIStatusError) -> str:
+    body = error.body if isinstance(error.body, dict) else {}
+    inner = body.get("error", body)
+    if isinstance(inner, dict) and inner.get("message"):
+        return str(inner["message"])
+    return str(error)
+
+
+class ModelClient:
+    """Streams one model call and returns the assembled assistant turn."""
+
+    def __init__(self, settings: Settings, anthropic_client: anthropic.Anthropic):
+        self.settings = settings
+        self.anthropic = anthropic_client
+
+    def stream_turn(
+        self, request: dict[str, Any], callbacks: StreamCallbacks | None = None
+    ) -> AssistantTurn:
+        callbacks = callbacks or StreamCallbacks()
+        for attempt in range(MID_STREAM_RETRIES + 1):
+            try:
+                return self._stream_once(request, callbacks)
+            except anthropic.APIStatusError as error:
+                kind = _error_type(error)
+                message = _error_message(error)
+                if error.status_code == 400 and "prompt is too long" in message:
+                    raise ContextTooLong("context_too_long", message, status=400) from error
+                # A mid-stream `error` event arrives as a status error with status 200; the
+                # SDK does not retry it, so transient ones are retried here.
+                if (
+                    error.status_code == 200
+                    and kind in TRANSIENT_STREAM_ERRORS
+                    and attempt < MID_STREAM_RETRIES
+                ):
+                    time.sleep(random.uniform(0.2, 0.6) * (attempt + 1))
+                    continue
+                raise ModelError(kind or "api_error", message, status=error.status_code) from error
+            except anthropic.APIConnectionError as error:
+                raise ModelError(
+                    "connection_error", f"Could not reach the model: {error}"
+                ) from error
+        raise AssertionError("unreachable")
+
+    def _stream_once(self, request: dict[str, Any], callbacks: StreamCallbacks) -> AssistantTurn:
+        accumulator = _Accumulator(callbacks)
+        stream = self.anthropic.messages.create(stream=True, **request)
+        try:
+            last_check = time.monotonic()
+            for event in stream:
+                accumulator.feed(event)
+                if callbacks.on_activity:
+                    callbacks.on_activity()
+                now = time.monotonic()
+                if callbacks.should_stop and now - last_check > 0.25:
+                    last_check = now
+                    if callbacks.should_stop():
+                        raise StreamCancelled()
+        finally:
+            stream.close()
+        return accumulator.turn()
+
+    def close(self) -> None:
+        self.anthropic.close()
+
+    def complete(self, request: dict[str, Any]) -> AssistantTurn:
+        """A non-streaming call (summaries, memory reconcile)."""
+        try:
+            message = self.anthropic.messages.create(**request)
+        except anthropic.APIStatusError as error:
+            raise ModelError(
+                _error_type(error) or "api_error", _error_message(error), status=error.status_code
+            ) from error
+        except anthropic.APIConnectionError as error:
+            raise ModelError("connection_error", f"Could not reach the model: {error}") from error
+        content = [b.model_dump(exclude_none=True) for b in message.content]
+        return AssistantTurn(
+            content=content, stop_reason=message.stop_reason, usage=_usage(message.usage)
+        )

@@ -1,0 +1,60 @@
+"""Everything a run needs, built once per process (web or worker), with no Flask."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx2 as httpx
+
+from app.agents.catalog import AgentCatalog, load_agents
+from app.config import Settings
+from app.db import Database
+from app.llm.client import ModelClient, make_anthropic
+from app.stream.hub import Hub, LocalHub
+from app.tools.build import build_registry
+from app.tools.registry import ToolRegistry
+
+
+@dataclass
+class Services:
+    settings: Settings
+    database: Database
+    model: ModelClient
+    hub: Hub
+    tools: ToolRegistry
+    agents: AgentCatalog
+
+    def close(self) -> None:
+        self.model.close()
+        self.database.dispose()
+
+
+def model_client(settings: Settings) -> ModelClient:
+    http_client = None
+    if settings.uses_demo_model:
+        from app.llm.demo import DemoTransport
+
+        # The demo model answers through the same SDK code path, over an in-process transport.
+        http_client = httpx.Client(transport=DemoTransport())
+        return ModelClient(settings, make_anthropic(_demo_settings(settings), http_client))
+    return ModelClient(settings, make_anthropic(settings, http_client))
+
+
+def _demo_settings(settings: Settings) -> Settings:
+    from dataclasses import replace
+
+    return replace(settings, anthropic_base_url="http://demo.invalid", anthropic_api_key="demo")
+
+
+def build_services(
+    settings: Settings, database: Database | None = None, hub: Hub | None = None
+) -> Services:
+    agents = load_agents()
+    return Services(
+        settings=settings,
+        database=database or Database(settings.database_url),
+        model=model_client(settings),
+        hub=hub or LocalHub(),
+        tools=build_registry(agents),
+        agents=agents,
+    )

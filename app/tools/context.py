@@ -1,0 +1,42 @@
+"""What a tool handler is given: the person, the conversation and the services."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.tools.registry import ToolFailure
+
+if TYPE_CHECKING:
+    from app.chat.events import Event
+    from app.services import Services
+
+T = TypeVar("T")
+
+
+@dataclass
+class ToolContext:
+    session: Session
+    user_id: int
+    conversation_id: int
+    run_id: int
+    services: Services
+    emit: Callable[[Event], None]
+    tool_use_id: str = ""
+
+    @property
+    def settings(self) -> Settings:
+        return self.services.settings
+
+    def owned(self, model: type[T], object_id: Any, label: str) -> T:
+        """The caller's object with that id, or a not-found failure (never someone else's)."""
+        if isinstance(object_id, bool) or not isinstance(object_id, int):
+            raise ToolFailure(f"{label} id must be a whole number.")
+        obj = self.session.get(model, object_id)
+        if obj is None or getattr(obj, "user_id", None) != self.user_id:
+            raise ToolFailure(f"No {label} with id {object_id} was found.")
+        return obj

@@ -1,0 +1,601 @@
+"""UI tools: they pause the run and ask the person through a questionnaire card.
+
+Every tool builds the same card (the loop adds toolUseId, tool and status):
+
+    {"kind": "questionnaire", "title", "submitLabel", "resultKey", "freeTextKey"?,
+     "steps": [{"id", "title", "input": single|multi|text, "options": [{"label", "value",
+                "description"?, "thumbnail"?, "badge"?}], "required", "allowFreeText",
+                "maxLength", "placeholder", "default"?}]}
+
+A card with a `resultKey` has one step and is answered `{resultKey: value}` (or, when the
+card has a `freeTextKey`, `{freeTextKey: "typed text"}`); a card whose `resultKey` is None
+is answered `{"answers": {step_id: value}}`. `check_card_answer` validates either form
+against the card's own steps, so every tool shares one validator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+
+from app.tools.context import ToolContext
+from app.tools.read import asset_url, available_presets
+from app.tools.registry import Pause, ToolFailure, ToolRegistry, tool
+from app.workspace.models import Character, Offer, Persona, VisualAsset
+
+REGISTRY = ToolRegistry()
+
+MAX_OPTIONS = 50
+TEXT_MAX = 2000
+PROMPT = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 500,
+    "description": "The question shown on the card; a sensible default is used if omitted.",
+}
+NO_OFFERS = (
+    "The person has no offers yet, so there is nothing to choose from. Tell them they can "
+    "add one at /workspace/offers (or describe it in the chat)."
+)
+
+
+def ui_tool(name: str, description: str, note: str, **options: Any):
+    return tool(
+        REGISTRY,
+        name=name,
+        description=description,
+        category="ui",
+        read_only=True,
+        note=note,
+        **options,
+    )
+
+
+# --- building cards --------------------------------------------------------------------
+
+
+def option(value: Any, label: str, description: str = "", **decoration: Any) -> dict:
+    built = {"label": label, "value": value}
+    if description:
+        built["description"] = description
+    built.update({key: val for key, val in decoration.items() if val})
+    return built
+
+
+def step(
+    step_id: str,
+    title: str,
+    input: str,
+    options: list[dict] | None = None,
+    *,
+    required: bool = True,
+    allow_free_text: bool = False,
+    max_length: int = TEXT_MAX,
+    placeholder: str = "",
+    default: Any = None,
+) -> dict:
+    built = {
+        "id": step_id,
+        "title": title,
+        "input": input,
+        "options": options or [],
+        "required": required,
+        "allowFreeText": allow_free_text,
+        "maxLength": max_length,
+        "placeholder": placeholder,
+    }
+    if default is not None:
+        built["default"] = default
+    return built
+
+
+def card(
+    title: str,
+    steps: list[dict],
+    *,
+    submit_label: str = "Continue",
+    result_key: str | None = None,
+    free_text_key: str | None = None,
+) -> dict:
+    built = {
+        "kind": "questionnaire",
+        "title": title,
+        "submitLabel": submit_label,
+        "resultKey": result_key,
+        "steps": steps,
+    }
+    if free_text_key:
+        built["freeTextKey"] = free_text_key
+    return built
+
+
+def _short(text: str | None, limit: int = 140) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _title(args: dict, default: str) -> str:
+    return (args.get("prompt") or "").strip() or default
+
+
+# --- checking answers ------------------------------------------------------------------
+
+
+def _same(a: Any, b: Any) -> bool:
+    # Strict: True is not 1, "6" is not 6.
+    return type(a) is type(b) and a == b
+
+
+def _option_values(step_spec: dict) -> list[Any]:
+    return [opt.get("value") for opt in step_spec.get("options") or []]
+
+
+def _check_text(step_spec: dict, value: Any) -> str | None:
+    if not isinstance(value, str):
+        return f"The answer to “{step_spec['title']}” must be text."
+    limit = int(step_spec.get("maxLength") or TEXT_MAX)
+    if len(value) > limit:
+        return f"The answer to “{step_spec['title']}” is too long (at most {limit} characters)."
+    if step_spec.get("required", True) and not value.strip():
+        return f"“{step_spec['title']}” needs an answer."
+    return None
+
+
+def check_step(step_spec: dict, value: Any) -> str | None:
+    """None if `value` answers this step, else a message for the person."""
+    title = step_spec["title"]
+    if value is None or value == "" or value == []:
+        return f"“{title}” needs an answer." if step_spec.get("required", True) else None
+    kind = step_spec.get("input")
+    if kind == "text":
+        return _check_text(step_spec, value)
+    values = _option_values(step_spec)
+    if kind == "multi":
+        if not isinstance(value, list):
+            return f"The answer to “{title}” must be a list of choices."
+        for item in value:
+            if not any(_same(item, allowed) for allowed in values):
+                return f"“{item}” is not one of the choices for “{title}”."
+        return None
+    if any(_same(value, allowed) for allowed in values):
+        return None
+    if step_spec.get("allowFreeText") and isinstance(value, str):
+        return _check_text(step_spec, value)
+    return f"That is not one of the choices for “{title}”."
+
+
+def check_card_answer(ctx: ToolContext, card_spec: dict, result: Any) -> str | None:
+    """The generic check for every questionnaire card (see the module docstring)."""
+    if not isinstance(result, dict):
+        return "The answer must be a JSON object."
+    steps = card_spec.get("steps") or []
+    result_key = card_spec.get("resultKey")
+    if result_key is None:
+        answers = result.get("answers")
+        if not isinstance(answers, dict):
+            return 'The answer must be {"answers": {...}} with one entry per step.'
+        known = {step_spec["id"] for step_spec in steps}
+        unknown = sorted(str(key) for key in answers if key not in known)
+        if unknown:
+            return f"Unknown question: {unknown[0]}."
+        for step_spec in steps:
+            error = check_step(step_spec, answers.get(step_spec["id"]))
+            if error:
+                return error
+        return None
+    if not steps:
+        return "This card has no question to answer."
+    only = steps[0]
+    free_key = card_spec.get("freeTextKey")
+    if free_key and free_key in result:
+        if result_key in result:
+            return f"Send either {result_key!r} or {free_key!r}, not both."
+        if not (only.get("allowFreeText") or only.get("input") == "text"):
+            return "This question needs one of its choices, not free text."
+        return _check_text({**only, "required": True}, result[free_key])
+    if result_key not in result:
+        return f"The answer must include {result_key!r}."
+    if only.get("input") == "text" and free_key:
+        return f"This question takes free text: send {free_key!r}."
+    return check_step({**only, "required": True}, result[result_key])
+
+
+def _owned_answer(model: type, key: str, label: str):
+    """A check that the answer's id is one of the person's (it may be newer than the card)."""
+
+    def check(ctx: ToolContext, card_spec: dict, result: Any) -> str | None:
+        if not isinstance(result, dict) or key not in result:
+            return f"The answer must include {key!r}."
+        try:
+            ctx.owned(model, result[key], label)
+        except ToolFailure as failure:
+            return str(failure)
+        return None
+
+    return check
+
+
+def check_briefing_answer(ctx: ToolContext, card_spec: dict, result: Any) -> str | None:
+    error = check_card_answer(ctx, card_spec, result)
+    if error:
+        return error
+    try:
+        ctx.owned(Offer, result["answers"].get("offer"), "offer")
+    except ToolFailure as failure:
+        return str(failure)
+    return None
+
+
+# --- option sources --------------------------------------------------------------------
+
+
+def offer_options(ctx: ToolContext, only_offer: int | None = None) -> list[dict]:
+    query = select(Offer).where(Offer.user_id == ctx.user_id)
+    if only_offer is not None:
+        query = query.where(Offer.id == only_offer)
+    offers = ctx.session.scalars(query.order_by(Offer.id).limit(MAX_OPTIONS)).all()
+    first_images = dict(
+        ctx.session.execute(
+            select(VisualAsset.offer_id, func.min(VisualAsset.id))
+            .where(VisualAsset.user_id == ctx.user_id, VisualAsset.kind == "image")
+            .group_by(VisualAsset.offer_id)
+        ).all()
+    )
+    return [
+        option(
+            offer.id,
+            offer.name,
+            _short(offer.description),
+            thumbnail=asset_url(first_images[offer.id]) if offer.id in first_images else None,
+            badge=offer.price,
+        )
+        for offer in offers
+    ]
+
+
+def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict]:
+    query = select(Persona).where(Persona.user_id == ctx.user_id)
+    if offer_id is not None:
+        query = query.where(Persona.offer_id == offer_id)
+    personas = ctx.session.scalars(query.order_by(Persona.id).limit(MAX_OPTIONS)).all()
+    offer_names = dict(
+        ctx.session.execute(select(Offer.id, Offer.name).where(Offer.user_id == ctx.user_id)).all()
+    )
+    portraits = dict(
+        ctx.session.execute(
+            select(Character.persona_id, func.min(Character.portrait_asset_id))
+            .where(
+                Character.user_id == ctx.user_id,
+                Character.persona_id.is_not(None),
+                Character.portrait_asset_id.is_not(None),
+            )
+            .group_by(Character.persona_id)
+        ).all()
+    )
+    return [
+        option(
+            persona.id,
+            persona.name,
+            _short(persona.description),
+            thumbnail=asset_url(portraits[persona.id]) if persona.id in portraits else None,
+            badge=offer_names.get(persona.offer_id) if offer_id is None else None,
+        )
+        for persona in personas
+    ]
+
+
+# --- the tools -------------------------------------------------------------------------
+
+
+@ui_tool(
+    "select_offer",
+    "Show the person their offers as cards and let them pick one. Use it when you need to "
+    "know which offer the work is for and they have not said. The run pauses; you get "
+    '{"offer_id": <id>} back. Fails if they have no offers yet.',
+    "select_offer: let the person pick one of their offers.",
+    properties={"prompt": PROMPT},
+    check_response=_owned_answer(Offer, "offer_id", "offer"),
+)
+def select_offer(ctx: ToolContext, args: dict) -> Pause:
+    options = offer_options(ctx)
+    if not options:
+        raise ToolFailure(NO_OFFERS)
+    steps = [step("offer", "Offer", "single", options)]
+    return Pause(
+        card(
+            _title(args, "Which offer is this for?"),
+            steps,
+            submit_label="Use this offer",
+            result_key="offer_id",
+        )
+    )
+
+
+@ui_tool(
+    "select_persona",
+    "Show the person their audience personas and let them pick one (only one offer's "
+    "personas when offer_id is given). The run pauses; you get "
+    '{"persona_id": <id>} back. Fails if there are no personas to choose from.',
+    "select_persona: let the person pick an audience persona.",
+    properties={
+        "prompt": PROMPT,
+        "offer_id": {"type": "integer", "description": "Only this offer's personas."},
+    },
+    check_response=_owned_answer(Persona, "persona_id", "persona"),
+)
+def select_persona(ctx: ToolContext, args: dict) -> Pause:
+    offer_id = None
+    if "offer_id" in args:
+        offer_id = ctx.owned(Offer, args["offer_id"], "offer").id
+    options = persona_options(ctx, offer_id)
+    if not options:
+        where = "for that offer " if offer_id is not None else ""
+        raise ToolFailure(
+            f"The person has no personas {where}yet. Tell them they can add one at "
+            "/workspace/personas, or ask them to describe their audience."
+        )
+    steps = [step("persona", "Persona", "single", options)]
+    return Pause(
+        card(
+            _title(args, "Who is this for?"),
+            steps,
+            submit_label="Use this persona",
+            result_key="persona_id",
+        )
+    )
+
+
+AD_FORMATS = [
+    option(
+        "feed_image", "Feed image", "A single image post in the feed (1:1 or 4:5).", badge="Image"
+    ),
+    option(
+        "story_vertical",
+        "Story / reel (vertical)",
+        "Full-screen 9:16 for stories and reels.",
+        badge="9:16",
+    ),
+    option(
+        "carousel",
+        "Carousel",
+        "Several swipeable cards that tell a short story.",
+        badge="2-10 cards",
+    ),
+    option(
+        "short_video",
+        "Short video",
+        "A 6-30 second video with a hook in the first seconds.",
+        badge="Video",
+    ),
+    option(
+        "search_text",
+        "Text-only search ad",
+        "Headlines and descriptions for search results.",
+        badge="Text",
+    ),
+]
+
+
+@ui_tool(
+    "select_ad_format",
+    "Let the person pick an ad format: feed_image, story_vertical, carousel, short_video or "
+    'search_text. The run pauses; you get {"value": "<format>"} back.',
+    "select_ad_format: let the person pick an ad format.",
+    properties={"prompt": PROMPT},
+    check_response=check_card_answer,
+)
+def select_ad_format(ctx: ToolContext, args: dict) -> Pause:
+    steps = [step("format", "Ad format", "single", [dict(opt) for opt in AD_FORMATS])]
+    return Pause(
+        card(_title(args, "Which ad format?"), steps, submit_label="Choose", result_key="value")
+    )
+
+
+ASPECT_RATIOS = [
+    option("1:1", "Square 1:1", "Feed posts."),
+    option("4:5", "Portrait 4:5", "Takes more of the mobile feed."),
+    option("9:16", "Vertical 9:16", "Stories and reels."),
+    option("16:9", "Landscape 16:9", "Web banners and video."),
+]
+
+
+@ui_tool(
+    "configure_image",
+    "Ask the person how an image should look before generating it: a preset (look), an "
+    "aspect ratio and what it should show. The run pauses; you get "
+    '{"answers": {"preset": <preset id>, "aspect_ratio": "4:5", "subject": "..."}} back '
+    "(no preset when none exist).",
+    "configure_image: ask for an image's preset, aspect ratio and subject.",
+    properties={"prompt": PROMPT},
+    check_response=check_card_answer,
+)
+def configure_image(ctx: ToolContext, args: dict) -> Pause:
+    steps = []
+    presets = available_presets(ctx)
+    if presets:
+        steps.append(
+            step(
+                "preset",
+                "Look",
+                "single",
+                [
+                    option(p.id, p.name, _short(p.description), badge=p.aspect_ratio)
+                    for p in presets[:MAX_OPTIONS]
+                ],
+            )
+        )
+    steps.append(
+        step("aspect_ratio", "Aspect ratio", "single", [dict(opt) for opt in ASPECT_RATIOS])
+    )
+    steps.append(
+        step(
+            "subject",
+            "What should the image show?",
+            "text",
+            max_length=1000,
+            placeholder="A founder drinking coffee at sunrise, calm and focused",
+        )
+    )
+    return Pause(card(_title(args, "Set up the image"), steps, submit_label="Use these settings"))
+
+
+VIDEO_FORMATS = [
+    option("vertical_9_16", "Vertical 9:16", "Stories, reels and shorts."),
+    option("square_1_1", "Square 1:1", "Feed video."),
+    option("landscape_16_9", "Landscape 16:9", "YouTube and web."),
+]
+DURATIONS = [
+    option(6, "6 seconds", "A bumper: one idea, one line."),
+    option(15, "15 seconds", "Hook, benefit, call to action."),
+    option(30, "30 seconds", "Room for a short story."),
+]
+
+
+@ui_tool(
+    "configure_video",
+    "Ask the person how a video should be made before scripting or generating it: format, "
+    "duration (6, 15 or 30 seconds) and the script or idea. The run pauses; you get "
+    '{"answers": {"format": "vertical_9_16", "duration": 15, "script": "..."}} back.',
+    "configure_video: ask for a video's format, duration and idea.",
+    properties={"prompt": PROMPT},
+    check_response=check_card_answer,
+)
+def configure_video(ctx: ToolContext, args: dict) -> Pause:
+    steps = [
+        step("format", "Format", "single", [dict(opt) for opt in VIDEO_FORMATS]),
+        step("duration", "Duration", "single", [dict(opt) for opt in DURATIONS]),
+        step(
+            "script",
+            "Script or idea",
+            "text",
+            placeholder="What happens, what is said, and the call to action",
+        ),
+    ]
+    return Pause(card(_title(args, "Set up the video"), steps, submit_label="Use these settings"))
+
+
+GOALS = [
+    option("leads", "Leads", "Collect contacts to follow up."),
+    option("sales", "Sales", "Sell the offer directly."),
+    option("awareness", "Awareness", "Get known by the right people."),
+    option("event_signups", "Event sign-ups", "Fill a webinar, workshop or launch."),
+]
+CHANNELS = [
+    option("meta_ads", "Meta ads", "Facebook and Instagram."),
+    option("google_ads", "Google ads", "Search and display."),
+    option("email", "Email", "The person's own list."),
+    option("organic_social", "Organic social", "Posts, no ad spend."),
+    option("landing_page", "Landing page", "A page the campaign sends people to."),
+]
+
+
+@ui_tool(
+    "collect_campaign_briefing",
+    "Collect a campaign briefing from the person in one multi-step card: goal, offer, "
+    "audience, channels, budget, timing and notes. Use it before start_campaign when these "
+    "are not already known. Pass offer_id when the offer is settled. The run pauses; you get "
+    '{"answers": {"goal", "offer", "audience", "channels", "budget", "timing", "notes"}} '
+    "back (audience is a persona id or the person's own words).",
+    "collect_campaign_briefing: a multi-step campaign briefing card.",
+    properties={"offer_id": {"type": "integer", "description": "The offer, when settled."}},
+    check_response=check_briefing_answer,
+)
+def collect_campaign_briefing(ctx: ToolContext, args: dict) -> Pause:
+    offer_id = None
+    if "offer_id" in args:
+        offer_id = ctx.owned(Offer, args["offer_id"], "offer").id
+    offers = offer_options(ctx, offer_id)
+    if not offers:
+        raise ToolFailure(NO_OFFERS)
+    personas = persona_options(ctx, offer_id)
+    audience_title = "Who is it for?"
+    audience = (
+        step(
+            "audience",
+            audience_title,
+            "single",
+            personas,
+            allow_free_text=True,
+            max_length=500,
+            placeholder="Or describe the audience",
+        )
+        if personas
+        else step(
+            "audience", audience_title, "text", max_length=500, placeholder="Describe the audience"
+        )
+    )
+    steps = [
+        step("goal", "What is the goal?", "single", [dict(opt) for opt in GOALS]),
+        step("offer", "Which offer?", "single", offers, default=offer_id),
+        audience,
+        step("channels", "Which channels?", "multi", [dict(opt) for opt in CHANNELS]),
+        step("budget", "Budget", "text", max_length=200, placeholder="$500 per month"),
+        step(
+            "timing",
+            "Start date and timing",
+            "text",
+            max_length=200,
+            placeholder="Start 1 June, run for 4 weeks",
+        ),
+        step(
+            "notes",
+            "Anything else?",
+            "text",
+            required=False,
+            placeholder="Constraints, must-haves, things to avoid",
+        ),
+    ]
+    return Pause(card("Campaign briefing", steps, submit_label="Save briefing"))
+
+
+@ui_tool(
+    "ask_user",
+    "Ask the person a question when you need a decision or detail you cannot look up. "
+    "Give up to 8 options for a quick choice, or no options for a free-text answer; set "
+    "allow_free_text to accept typed answers as well as options. The run pauses; you get "
+    '{"value": "<option value>"} or {"text": "<typed answer>"} back. Ask one thing at a time.',
+    "ask_user: ask the person a question (choices and/or free text).",
+    properties={
+        "question": {"type": "string", "minLength": 1, "maxLength": 500},
+        "options": {
+            "type": "array",
+            "maxItems": 8,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "label": {"type": "string", "minLength": 1, "maxLength": 120},
+                    "value": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "description": {"type": "string", "maxLength": 300},
+                },
+                "required": ["label", "value"],
+                "additionalProperties": False,
+            },
+        },
+        "allow_free_text": {"type": "boolean"},
+    },
+    required=("question",),
+    check_response=check_card_answer,
+)
+def ask_user(ctx: ToolContext, args: dict) -> Pause:
+    options = [
+        option(item["value"], item["label"], item.get("description", ""))
+        for item in args.get("options") or []
+    ]
+    values = [item["value"] for item in options]
+    if len(set(values)) != len(values):
+        raise ToolFailure("Each option of ask_user needs a different value.")
+    question = args["question"].strip() or args["question"]
+    if options:
+        only = step(
+            "answer",
+            question,
+            "single",
+            options,
+            allow_free_text=bool(args.get("allow_free_text")),
+            placeholder="Or type an answer",
+        )
+    else:
+        only = step("answer", question, "text", placeholder="Type your answer")
+    return Pause(
+        card(question, [only], submit_label="Send", result_key="value", free_text_key="text")
+    )

@@ -1,0 +1,43 @@
+"""Starting and stopping runs from a request: one transaction, then publish and enqueue."""
+
+from __future__ import annotations
+
+from flask import current_app
+from flask_login import current_user
+
+from app.chat.conversations import row_dict
+from app.chat.events import RowPersisted
+from app.chat.runs import cancel_active_run
+from app.chat.turns import StartedTurn, TurnRejected, submit_message, submit_tool_response
+from app.web.errors import ApiError
+from app.web.identity import db_session
+
+
+def start_turn(
+    conversation_id: int, message: str | None, tool_response: tuple[str, dict] | None
+) -> StartedTurn:
+    services = current_app.extensions["services"]
+    session = db_session()
+    try:
+        if message is not None:
+            started = submit_message(session, conversation_id, current_user.id, message)
+        else:
+            tool_use_id, result = tool_response
+            started = submit_tool_response(
+                session, services, conversation_id, current_user.id, tool_use_id, result
+            )
+        session.commit()
+    except TurnRejected as rejection:
+        session.rollback()
+        raise ApiError(rejection.status, rejection.message, rejection.code) from rejection
+    for row in started.rows:
+        services.hub.publish(conversation_id, RowPersisted(row_dict(row), started.run.id))
+    current_app.extensions["executor"].submit(started.run.id)
+    return started
+
+
+def stop_conversation(conversation_id: int):
+    session = db_session()
+    run = cancel_active_run(session, conversation_id)
+    session.commit()
+    return run

@@ -1,0 +1,275 @@
+"""The host loop end to end: the JSON API, a run in the thread executor, the real SDK,
+and the strict fake model server."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from sqlalchemy import select
+
+from app.chat.events import TextDelta
+from app.chat.models import Conversation, Message, Run
+from tests.fake_model import Turn, api_error, stream_error, text, thinking, tool_use
+
+
+def _hidden_rows(app, chat_id):
+    with app.extensions["database"].session() as session:
+        return session.scalars(
+            select(Message).where(Message.conversation_id == chat_id).order_by(Message.sequence)
+        ).all()
+
+
+def test_plain_question_streams_and_persists_rows_in_order(app, chat, fake_model):
+    fake_model.script(Turn(text("Hello! Your offers look great today.")))
+    chat_id = chat.new_chat()
+    subscription = app.extensions["services"].hub.subscribe(chat_id)
+
+    run = chat.wait(chat.send(chat_id, "Hi there"))
+
+    assert run["status"] == "completed"
+    rows = chat.rows(chat_id)
+    assert [(r["sequence"], r["kind"], r["content"]) for r in rows] == [
+        (1, "user", "Hi there"),
+        (2, "host", "Hello! Your offers look great today."),
+    ]
+    events = []
+    while (event := subscription.get(timeout=0.01)) is not None:
+        events.append(event)
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) > 1, "text arrives in several deltas"
+    assert "".join(deltas) == "Hello! Your offers look great today."
+    assert events[-1].kind == "done"
+    request = fake_model.requests[0]
+    assert request["tool_choice"] == {"type": "auto"}
+    assert request["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Hi there"}]}
+    ]
+    assert {t["name"] for t in request["tools"]} >= {"list_offers", "select_offer", "quiz"}
+    assert fake_model.rejections == []
+
+
+def test_conversation_gets_a_title_from_the_first_message(app, chat, fake_model):
+    fake_model.script("Sure.")
+    chat_id = chat.new_chat()
+    chat.wait(chat.send(chat_id, "Write a quiz for my coffee subscription"))
+    chats = chat.client.get("/api/chats").get_json()["chats"]
+    assert chats[0]["title"] == "Write a quiz for my coffee subscription"
+    assert chats[0]["status"] == "IDLE"
+
+
+def test_model_that_calls_tools_forever_gets_a_wrap_up_call(app, chat, fake_model):
+    max_iterations = app.config["LOOPDESK"].max_iterations
+
+    def always_a_tool(body):
+        if body.get("tool_choice", {}).get("type") == "none":
+            return Turn(text("I looked through your offers; here is where things stand."))
+        return Turn(tool_use("list_offers", {}))
+
+    fake_model.responder = always_a_tool
+    chat_id = chat.new_chat()
+
+    run = chat.wait(chat.send(chat_id, "Loop please"))
+
+    assert run["status"] == "completed"
+    choices = [r["tool_choice"]["type"] for r in fake_model.requests]
+    assert choices == ["auto"] * max_iterations + ["none"]
+    assert run["iterations"] == max_iterations + 1
+    assert chat.rows(chat_id)[-1]["content"] == (
+        "I looked through your offers; here is where things stand."
+    )
+    assert fake_model.rejections == []
+
+
+def test_overloaded_then_success_is_retried(app, chat, fake_model):
+    fake_model.script(api_error(529, "overloaded_error", retry_after=0.01), "Back again.")
+    chat_id = chat.new_chat()
+    run = chat.wait(chat.send(chat_id, "Hello"))
+    assert run["status"] == "completed"
+    assert chat.rows(chat_id)[-1]["content"] == "Back again."
+    assert len(fake_model.requests) == 2
+
+
+def test_mid_stream_overload_is_retried(app, chat, fake_model):
+    fake_model.script(Turn(text("Half an "), stream_error("overloaded_error")), "Whole answer.")
+    chat_id = chat.new_chat()
+    run = chat.wait(chat.send(chat_id, "Hello"))
+    assert run["status"] == "completed"
+    assert chat.rows(chat_id)[-1]["content"] == "Whole answer."
+
+
+def test_persistent_errors_end_the_run_with_a_visible_row_and_the_chat_stays_usable(
+    app, chat, fake_model
+):
+    fake_model.script(*[api_error(529, "overloaded_error", retry_after=0.01)] * 4)
+    chat_id = chat.new_chat()
+
+    run = chat.wait(chat.send(chat_id, "Hello"))
+
+    assert run["status"] == "error"
+    last = chat.rows(chat_id)[-1]
+    assert last["kind"] == "error"
+    assert "busy" in last["content"]
+    fake_model.script("Now I can answer.")
+    run = chat.wait(chat.send(chat_id, "Try again"))
+    assert run["status"] == "completed"
+    assert chat.rows(chat_id)[-1]["content"] == "Now I can answer."
+
+
+def test_a_second_message_while_a_run_is_in_flight_is_409(app, chat, fake_model):
+    fake_model.script(Turn(text("slow answer"), delay_first=1.0))
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "first")
+
+    response = chat.post(f"/api/chats/{chat_id}/loop", {"message": "second"})
+
+    assert response.status_code == 409
+    assert response.get_json()["error"]["code"] == "RUN_IN_FLIGHT"
+    chat.wait(run_id)
+    assert [r["content"] for r in chat.rows(chat_id) if r["kind"] == "user"] == ["first"]
+
+
+def test_stop_cancels_the_run_and_keeps_what_was_persisted(app, chat, fake_model):
+    fake_model.script(Turn(text("a long answer " * 50), token_delay=0.05))
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "Tell me everything")
+    fake_model.wait_for_requests(1)
+
+    response = chat.post(f"/api/chats/{chat_id}/stop", {})
+
+    assert response.status_code == 200 and response.get_json()["stopped"] is True
+    assert chat.wait(run_id)["status"] == "cancelled"
+    assert [r["kind"] for r in chat.rows(chat_id)] == ["user"]
+    fake_model.script("Fresh start.")
+    assert chat.wait(chat.send(chat_id, "Short version?"))["status"] == "completed"
+
+
+def test_repair_after_a_crash_between_tool_use_and_its_result(app, chat, fake_model):
+    chat_id = chat.new_chat()
+    fake_model.script("First answer.")
+    chat.wait(chat.send(chat_id, "hello"))
+    # A crash: the assistant turn with a tool_use was persisted, its result never was.
+    from app.chat.rows import insert_message
+
+    with app.extensions["database"].session() as session:
+        insert_message(
+            session,
+            chat_id,
+            role="assistant",
+            kind="host",
+            content="Let me check.",
+            meta={
+                "blocks": [
+                    {"type": "text", "text": "Let me check."},
+                    {"type": "tool_use", "id": "toolu_crashed", "name": "list_offers", "input": {}},
+                ]
+            },
+        )
+        session.commit()
+    fake_model.script("Sorry about that, where were we?")
+
+    run = chat.wait(chat.send(chat_id, "are you there?"))
+
+    assert run["status"] == "completed"
+    assert fake_model.rejections == []
+    sent = fake_model.requests[-1]["messages"]
+    assert sent[-2]["content"][-1]["id"] == "toolu_crashed"
+    repaired = sent[-1]["content"]
+    assert repaired[0] == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_crashed",
+        "content": json.dumps({"dismissed": True}),
+    }
+    assert repaired[1] == {"type": "text", "text": "are you there?"}
+
+
+def test_an_unknown_tool_and_bad_tool_input_become_error_results(app, chat, fake_model):
+    fake_model.script(
+        Turn(tool_use("launch_rocket", {}), tool_use("get_offer", {"offer_id": "seven"})),
+        "Those did not work.",
+    )
+    chat_id = chat.new_chat()
+    run = chat.wait(chat.send(chat_id, "go"))
+    assert run["status"] == "completed"
+    results = fake_model.requests[1]["messages"][-1]["content"]
+    assert [r["is_error"] for r in results] == [True, True]
+    assert "no tool named launch_rocket" in results[0]["content"]
+    assert "offer_id" in results[1]["content"]
+
+
+def test_thinking_blocks_are_sent_back_with_their_signatures(make_app, fake_model, auth):
+    from tests.chat.conftest import ChatDriver
+
+    app = make_app(anthropic_base_url=fake_model.base_url, thinking_budget=2048)
+    client = app.test_client()
+    auth.app, auth.client = app, client
+    auth.create()
+    auth.login()
+    driver = ChatDriver(app, client, auth)
+    fake_model.script(
+        Turn(thinking("They want offers."), tool_use("list_offers", {})),
+        Turn(thinking("None yet."), text("You have no offers yet.")),
+    )
+    chat_id = driver.new_chat()
+
+    run = driver.wait(driver.send(chat_id, "What do I sell?"))
+
+    assert run["status"] == "completed", run
+    assert fake_model.rejections == []
+    first, second = fake_model.requests
+    assert first["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert first["max_tokens"] > 2048
+    assistant = second["messages"][-2]
+    assert assistant["content"][0]["type"] == "thinking"
+    assert assistant["content"][0]["signature"] in fake_model.issued_signatures
+
+
+def test_one_run_per_conversation_is_enforced_by_the_database(app, chat):
+    from sqlalchemy.exc import IntegrityError
+
+    chat_id = chat.new_chat()
+    with app.extensions["database"].session() as session:
+        conversation = session.get(Conversation, chat_id)
+        session.add(Run(conversation_id=chat_id, user_id=conversation.user_id, status="queued"))
+        session.commit()
+        session.add(Run(conversation_id=chat_id, user_id=conversation.user_id, status="running"))
+        try:
+            session.commit()
+        except IntegrityError:
+            session.rollback()
+        else:
+            raise AssertionError("a second active run was accepted")
+
+
+def test_concurrent_messages_start_exactly_one_run(app, chat, fake_model):
+    fake_model.script(Turn(text("only once"), delay_first=0.5))
+    chat_id = chat.new_chat()
+    statuses = []
+
+    def send():
+        client = app.test_client()
+        with client.session_transaction() as flask_session:
+            flask_session.update(dict(chat.client.session_transaction().__enter__()))
+        statuses.append(None)
+
+    # Each thread uses the same logged-in session cookie.
+    cookie = chat.client.get_cookie("session")
+    results = []
+
+    def post():
+        client = app.test_client()
+        client.set_cookie("session", cookie.value)
+        response = client.post(
+            f"/api/chats/{chat_id}/loop", json={"message": "hi"}, headers=chat.auth.headers()
+        )
+        results.append(response.status_code)
+
+    threads = [threading.Thread(target=post) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(results) == [202, 409, 409, 409]
+    with app.extensions["database"].session() as session:
+        assert len(session.scalars(select(Run).where(Run.conversation_id == chat_id)).all()) == 1

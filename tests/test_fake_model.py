@@ -1,0 +1,681 @@
+"""The fake Messages API server, exercised only through the real ``anthropic`` SDK."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+
+from tests.fake_model import (
+    NO_REPLY_TEXT,
+    FakeModelServer,
+    Turn,
+    api_error,
+    count_request_tokens,
+    redacted_thinking,
+    stream_error,
+    text,
+    thinking,
+    tool_use,
+)
+
+MODEL = "claude-sonnet-4-6"  # not in the SDK's deprecated / thinking-warning lists
+HI = [{"role": "user", "content": "Hi"}]
+TOOLS = [
+    {
+        "name": "get_offer",
+        "description": "Fetch one offer.",
+        "input_schema": {"type": "object", "properties": {"offer_id": {"type": "integer"}}},
+    },
+    {"name": "list_offers", "input_schema": {"type": "object", "properties": {}}},
+]
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
+@pytest.fixture
+def client(fake_model: FakeModelServer) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(
+        api_key="test", base_url=fake_model.base_url, max_retries=0, timeout=10
+    ) as c:
+        yield c
+
+
+def make_client(server: FakeModelServer, **kwargs: Any) -> anthropic.Anthropic:
+    return anthropic.Anthropic(
+        api_key="test", base_url=server.base_url, timeout=10, **{"max_retries": 0, **kwargs}
+    )
+
+
+def create(client: anthropic.Anthropic, **kwargs: Any) -> anthropic.types.Message:
+    params: dict[str, Any] = {"model": MODEL, "max_tokens": 2048, "messages": HI, **kwargs}
+    return client.messages.create(**params)
+
+
+def raw_sse_lines(client: anthropic.Anthropic, **kwargs: Any) -> list[str]:
+    params: dict[str, Any] = {"model": MODEL, "max_tokens": 2048, "messages": HI, **kwargs}
+    with client.messages.with_streaming_response.create(stream=True, **params) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return list(response.iter_lines())
+
+
+def sse_events(lines: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Pair each ``event:`` line with the ``data:`` line that must follow it."""
+    events = []
+    for n, line in enumerate(lines):
+        if line.startswith("event: "):
+            assert lines[n + 1].startswith("data: "), lines[n : n + 2]
+            data = json.loads(lines[n + 1][len("data: ") :])
+            assert data["type"] == line[len("event: ") :]
+            events.append((data["type"], data))
+    return events
+
+
+# --------------------------------------------------------------------------------------
+# streaming and non-streaming replies
+# --------------------------------------------------------------------------------------
+
+
+def test_stream_helper_final_message(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(Turn(text("Hello there, nice to meet you.")))
+    with client.messages.stream(model=MODEL, max_tokens=1024, messages=HI) as stream:
+        pieces = list(stream.text_stream)
+        message = stream.get_final_message()
+
+    assert len(pieces) > 1
+    assert "".join(pieces) == "Hello there, nice to meet you."
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "Hello there, nice to meet you."
+    assert message.stop_reason == "end_turn"
+    assert message.role == "assistant"
+    assert message.model == MODEL
+    assert message.id.startswith("msg_")
+    assert message.usage.input_tokens == count_request_tokens(fake_model.requests[0])
+    assert message.usage.output_tokens > 0
+
+
+def test_raw_create_stream_iteration(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(Turn(text("One two three four")))
+    events = list(create(client, stream=True))
+
+    types = [e.type for e in events]
+    assert types[0] == "message_start"
+    assert types[1] == "content_block_start"
+    assert types[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    deltas = [e.delta.text for e in events if e.type == "content_block_delta"]
+    assert len(deltas) >= 2 and "".join(deltas) == "One two three four"
+    start = events[0].message
+    assert start.content == [] and start.stop_reason is None
+    assert start.usage.input_tokens == count_request_tokens(fake_model.requests[0])
+    assert events[-2].delta.stop_reason == "end_turn"
+    assert events[-2].delta.stop_sequence is None
+
+
+def test_wire_format_has_event_and_data_lines_and_pings(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.script(Turn(text("Hi there friend")))
+    lines = raw_sse_lines(client)
+    events = sse_events(lines)
+    kinds = [k for k, _ in events]
+    assert kinds[:3] == ["message_start", "ping", "content_block_start"]
+    assert kinds[-2:] == ["message_delta", "message_stop"]
+    # Each event is `event:` + `data:` + a blank line.
+    assert lines.count("") == len(events)
+    start = events[0][1]["message"]
+    assert set(start) >= {"id", "type", "role", "model", "content", "stop_reason", "usage"}
+    assert set(start["usage"]) >= {"input_tokens", "output_tokens"}
+    message_delta = events[-2][1]
+    assert message_delta["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
+    assert isinstance(message_delta["usage"]["output_tokens"], int)
+
+
+def test_non_streaming_create(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(Turn(text("Plain answer"), stop_reason="max_tokens"))
+    message = create(client)
+    assert message.content[0].text == "Plain answer"
+    assert message.stop_reason == "max_tokens"
+    assert message.usage.input_tokens == count_request_tokens(fake_model.requests[0])
+    assert fake_model.replies[0]["content"] == [{"type": "text", "text": "Plain answer"}]
+
+
+def test_tool_use_turn(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(
+        Turn(text("Let me look."), tool_use("get_offer", {"offer_id": 3, "note": 'a "b" é'})),
+        Turn(text("Offer 3 is great.")),
+    )
+    with client.messages.stream(model=MODEL, max_tokens=1024, messages=HI, tools=TOOLS) as s:
+        json_deltas = [
+            e.delta.partial_json
+            for e in s
+            if e.type == "content_block_delta" and e.delta.type == "input_json_delta"
+        ]
+        message = s.get_final_message()
+
+    assert len(json_deltas) >= 2
+    assert message.stop_reason == "tool_use"
+    assert [b.type for b in message.content] == ["text", "tool_use"]
+    call = message.content[1]
+    assert call.name == "get_offer"
+    assert call.input == {"offer_id": 3, "note": 'a "b" é'}
+    assert call.id.startswith("toolu_")
+
+    history = [
+        *HI,
+        {"role": "assistant", "content": message.content},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": call.id, "content": "{}"},
+                {"type": "text", "text": "thanks"},
+            ],
+        },
+    ]
+    follow_up = create(client, messages=history, tools=TOOLS)
+    assert follow_up.content[0].text == "Offer 3 is great."
+    assert fake_model.rejections == []
+
+
+def test_tool_use_ids_are_fresh_per_reply_unless_given(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    turn = Turn(tool_use("list_offers"))
+    fake_model.script(turn, turn, Turn(tool_use("list_offers", id="toolu_fixed")))
+    ids = [create(client, tools=TOOLS).content[0].id for _ in range(3)]
+    assert ids[0] != ids[1]
+    assert ids[2] == "toolu_fixed"
+
+
+def test_thinking_signature_round_trip(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(
+        Turn(
+            thinking("pondering the offers"), tool_use("get_offer", {"offer_id": 3}, id="toolu_x")
+        ),
+        Turn(text("Done.")),
+    )
+    with client.messages.stream(
+        model=MODEL, max_tokens=2048, messages=HI, tools=TOOLS, thinking=THINKING
+    ) as stream:
+        delta_types = [e.delta.type for e in stream if e.type == "content_block_delta"]
+        message = stream.get_final_message()
+
+    assert "thinking_delta" in delta_types and "signature_delta" in delta_types
+    block = message.content[0]
+    assert block.type == "thinking"
+    assert block.thinking == "pondering the offers"
+    assert block.signature in fake_model.issued_signatures
+
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x"}]}
+    params = {"tools": TOOLS, "thinking": THINKING}
+    good = [*HI, {"role": "assistant", "content": message.content}, result]
+    assert create(client, messages=good, **params).content[0].text == "Done."
+
+    without = [*HI, {"role": "assistant", "content": message.content[1:]}, result]
+    with pytest.raises(anthropic.BadRequestError) as excinfo:
+        create(client, messages=without, **params)
+    assert "Expected `thinking` or `redacted_thinking`, but found `tool_use`" in str(excinfo.value)
+
+    forged = {"type": "thinking", "thinking": "pondering the offers", "signature": "forged"}
+    bad_sig = [*HI, {"role": "assistant", "content": [forged, *message.content[1:]]}, result]
+    with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
+        create(client, messages=bad_sig, **params)
+
+    # Without thinking enabled the leading thinking block is not required.
+    fake_model.script(Turn(text("ok")))
+    assert create(client, messages=without, tools=TOOLS).content[0].text == "ok"
+
+
+def test_redacted_thinking_round_trip(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(Turn(redacted_thinking(), tool_use("list_offers", id="toolu_r")), "Fine.")
+    message = create(client, tools=TOOLS, thinking=THINKING)
+    assert message.content[0].type == "redacted_thinking"
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_r"}]}
+    history = [*HI, {"role": "assistant", "content": message.content}, result]
+    assert create(client, messages=history, tools=TOOLS, thinking=THINKING).content[0].text == (
+        "Fine."
+    )
+
+
+# --------------------------------------------------------------------------------------
+# validation
+# --------------------------------------------------------------------------------------
+
+TOOL_CALL = {"type": "tool_use", "id": "toolu_1", "name": "get_offer", "input": {"offer_id": 1}}
+TOOL_RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
+
+
+def user(*content: Any) -> dict[str, Any]:
+    return {"role": "user", "content": list(content)}
+
+
+def assistant(*content: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": list(content)}
+
+
+def say(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+REJECTED = {
+    "max_tokens_zero": (
+        {"max_tokens": 0},
+        "max_tokens: Input should be greater than or equal to 1",
+    ),
+    "no_messages": ({"messages": []}, "messages: at least one message is required"),
+    "first_assistant": (
+        {"messages": [{"role": "assistant", "content": "Hi"}, *HI]},
+        'first message must use the "user" role',
+    ),
+    "bad_role": ({"messages": [{"role": "system", "content": "x"}]}, "Input should be 'user'"),
+    "empty_text_block": ({"messages": [user(say(""))]}, "text content blocks must be non-empty"),
+    "blank_text_block": ({"messages": [user(say(" \n"))]}, "text content blocks must be non-empty"),
+    "empty_string_content": (
+        {"messages": [{"role": "user", "content": ""}]},
+        "all messages must have non-empty content",
+    ),
+    "empty_middle_assistant": (
+        {"messages": [*HI, {"role": "assistant", "content": ""}, *HI]},
+        "all messages must have non-empty content",
+    ),
+    "prefill_trailing_whitespace": (
+        {"messages": [*HI, {"role": "assistant", "content": "Sure "}]},
+        "cannot end with trailing whitespace",
+    ),
+    "tool_use_without_result": (
+        {"messages": [*HI, assistant(TOOL_CALL), user(say("well?"))]},
+        "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_1",
+    ),
+    "tool_use_as_last_message": (
+        {"messages": [*HI, assistant(TOOL_CALL)]},
+        "ids were found without `tool_result` blocks immediately after",
+    ),
+    "tool_result_not_immediately_after": (
+        {"messages": [*HI, assistant(TOOL_CALL), assistant(say("hm")), user(TOOL_RESULT)]},
+        "ids were found without `tool_result` blocks immediately after: toolu_1",
+    ),
+    "tool_result_not_first": (
+        {"messages": [*HI, assistant(TOOL_CALL), user(say("here"), TOOL_RESULT)]},
+        "`tool_result` blocks must come first",
+    ),
+    "unexpected_tool_result": (
+        {"messages": [user(TOOL_RESULT)]},
+        "unexpected `tool_use_id` found in `tool_result` blocks: toolu_1",
+    ),
+    "tool_result_for_older_turn": (
+        {
+            "messages": [
+                *HI,
+                assistant(TOOL_CALL),
+                user(TOOL_RESULT),
+                assistant(say("ok")),
+                user(TOOL_RESULT),
+            ]
+        },
+        "unexpected `tool_use_id` found in `tool_result` blocks: toolu_1",
+    ),
+    "duplicate_tool_use_ids": (
+        {
+            "messages": [
+                *HI,
+                assistant(TOOL_CALL),
+                user(TOOL_RESULT),
+                assistant(TOOL_CALL),
+                user(TOOL_RESULT),
+            ]
+        },
+        "`tool_use` ids must be unique",
+    ),
+    "tool_name_pattern": (
+        {"tools": [{"name": "get offer!", "input_schema": {"type": "object"}}]},
+        "String should match pattern",
+    ),
+    "tool_name_too_long": (
+        {"tools": [{"name": "x" * 65, "input_schema": {"type": "object"}}]},
+        "String should match pattern",
+    ),
+    "tool_names_unique": ({"tools": [TOOLS[0], TOOLS[0]]}, "Tool names must be unique"),
+    "tool_schema_not_object": (
+        {"tools": [{"name": "t", "input_schema": {"type": "array"}}]},
+        "input_schema.type: Input should be 'object'",
+    ),
+    "tool_schema_missing": ({"tools": [{"name": "t"}]}, "input_schema: Field required"),
+    "tool_choice_unknown_tool": (
+        {"tools": TOOLS, "tool_choice": {"type": "tool", "name": "nope"}},
+        "Tool 'nope' not found",
+    ),
+    "tool_choice_bad_type": (
+        {"tools": TOOLS, "tool_choice": {"type": "sometimes"}},
+        "does not match any of the expected tags",
+    ),
+    "thinking_budget_too_small": (
+        {"thinking": {"type": "enabled", "budget_tokens": 1000}},
+        "budget_tokens: Input should be greater than or equal to 1024",
+    ),
+    "thinking_budget_not_below_max_tokens": (
+        {"max_tokens": 2000, "thinking": {"type": "enabled", "budget_tokens": 2000}},
+        "`max_tokens` must be greater than `thinking.budget_tokens`",
+    ),
+    "thinking_with_forced_any": (
+        {"tools": TOOLS, "tool_choice": {"type": "any"}, "thinking": THINKING},
+        "Thinking may not be enabled when tool_choice forces tool use",
+    ),
+    "thinking_with_forced_tool": (
+        {
+            "tools": TOOLS,
+            "tool_choice": {"type": "tool", "name": "get_offer"},
+            "thinking": THINKING,
+        },
+        "Thinking may not be enabled when tool_choice forces tool use",
+    ),
+    "empty_system_block": ({"system": [say("")]}, "system: text content blocks must be non-empty"),
+    "unknown_field": ({"extra_body": {"sytem": "typo"}}, "sytem: Extra inputs are not permitted"),
+}
+
+
+@pytest.mark.parametrize("case", REJECTED.keys())
+def test_invalid_requests_are_rejected(
+    fake_model: FakeModelServer, client: anthropic.Anthropic, case: str
+):
+    params, expected = REJECTED[case]
+    fake_model.script(Turn(text("never sent")))
+    with pytest.raises(anthropic.BadRequestError) as excinfo:
+        create(client, **params)
+
+    err = excinfo.value
+    assert err.status_code == 400
+    assert err.body["type"] == "error"
+    assert err.body["error"]["type"] == "invalid_request_error"
+    assert expected in err.body["error"]["message"]
+    assert expected in err.message
+    assert fake_model.pending == 1  # a rejected request consumes no script entry
+    assert len(fake_model.requests) == 1
+    assert fake_model.requests[0].error == err.body["error"]["message"]
+    assert fake_model.rejections == [err.body["error"]["message"]]
+
+
+ACCEPTED = {
+    "consecutive_user_messages": {"messages": [*HI, *HI]},
+    "consecutive_assistant_messages": {"messages": [*HI, assistant(say("a")), assistant(say("b"))]},
+    "empty_prefill": {"messages": [*HI, {"role": "assistant", "content": ""}]},
+    "prefill": {"messages": [*HI, {"role": "assistant", "content": "Sure:"}]},
+    "history_tool_not_in_tools": {
+        "messages": [*HI, assistant(say("x"), TOOL_CALL), user(TOOL_RESULT, say("go on"))]
+    },
+    "tool_result_list_content": {
+        "messages": [
+            *HI,
+            assistant(TOOL_CALL),
+            user({**TOOL_RESULT, "content": [say("ok")], "is_error": True}),
+        ]
+    },
+    "tool_choice_tool": {"tools": TOOLS, "tool_choice": {"type": "tool", "name": "get_offer"}},
+    "tool_choice_none": {"tools": TOOLS, "tool_choice": {"type": "none"}},
+    "thinking_with_auto": {"tools": TOOLS, "tool_choice": {"type": "auto"}, "thinking": THINKING},
+    "system_blocks": {"system": [say("You are Loopdesk.")]},
+}
+
+
+@pytest.mark.parametrize("case", ACCEPTED.keys())
+def test_valid_requests_are_accepted(
+    fake_model: FakeModelServer, client: anthropic.Anthropic, case: str
+):
+    fake_model.script(Turn(text("fine")))
+    assert create(client, **ACCEPTED[case]).content[0].text == "fine"
+    assert fake_model.rejections == []
+    assert fake_model.pending == 0
+
+
+def test_rejected_request_does_not_consume_script(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.script(Turn(text("first")), Turn(text("second")))
+    with pytest.raises(anthropic.BadRequestError):
+        create(client, messages=[user(say(""))])
+    assert create(client).content[0].text == "first"
+    assert create(client).content[0].text == "second"
+    assert [r.error is None for r in fake_model.requests] == [False, True, True]
+    assert [type(r.reply).__name__ for r in fake_model.requests] == ["NoneType", "Turn", "Turn"]
+
+
+def test_prompt_too_long(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.context_window = 1000
+    messages = [{"role": "user", "content": "x" * 3200}]  # 800 tokens
+    body = {"model": MODEL, "max_tokens": 201, "messages": messages}
+    assert count_request_tokens(body) == 800
+
+    with pytest.raises(anthropic.BadRequestError) as excinfo:
+        create(client, messages=messages, max_tokens=201)
+    message = excinfo.value.body["error"]["message"]
+    assert message == "prompt is too long: 800 tokens + 201 max_tokens > 1000 maximum"
+
+    fake_model.script(Turn(text("just fits")))
+    assert create(client, messages=messages, max_tokens=200).content[0].text == "just fits"
+
+
+def test_prompt_too_long_default_window(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    with pytest.raises(anthropic.BadRequestError, match="prompt is too long: .* > 200000 maximum"):
+        create(client, messages=[{"role": "user", "content": "word " * 160_000}])
+
+
+def test_count_request_tokens_formula():
+    tools = [TOOLS[1]]
+    body = {
+        "system": [say("abcd" * 10)],
+        "tools": tools,
+        "messages": [
+            {"role": "user", "content": "12345"},
+            assistant(
+                {"type": "thinking", "thinking": "th", "signature": "s"},
+                say("abc"),
+                {**TOOL_CALL, "input": {"a": 1}},
+            ),
+            user({**TOOL_RESULT, "content": [say("xyz")]}, say("q")),
+        ],
+    }
+    chars = 40 + 5 + 2 + 3 + len(json.dumps({"a": 1})) + 3 + 1 + len(json.dumps(tools))
+    assert count_request_tokens(body) == math.ceil(chars / 4)
+
+
+def test_count_tokens_endpoint(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(Turn(text("still queued")))
+    result = client.messages.count_tokens(
+        model=MODEL, system="You are Loopdesk.", messages=HI, tools=TOOLS
+    )
+    expected = count_request_tokens({"system": "You are Loopdesk.", "messages": HI, "tools": TOOLS})
+    assert result.input_tokens == expected
+    assert fake_model.pending == 1  # count_tokens consumes nothing
+    assert fake_model.requests == []
+    assert fake_model.count_tokens_requests[0]["system"] == "You are Loopdesk."
+
+    with pytest.raises(anthropic.BadRequestError, match="non-empty"):
+        client.messages.count_tokens(model=MODEL, messages=[user(say(""))])
+
+
+# --------------------------------------------------------------------------------------
+# errors and retries
+# --------------------------------------------------------------------------------------
+
+
+def test_529_then_success_is_retried(fake_model: FakeModelServer):
+    fake_model.script(api_error(529, "overloaded_error", "Overloaded", retry_after=0.01), "Back!")
+    with (
+        make_client(fake_model, max_retries=2) as c,
+        c.messages.stream(model=MODEL, max_tokens=1024, messages=HI) as stream,
+    ):
+        assert stream.get_final_text() == "Back!"
+    assert [r.headers["x-stainless-retry-count"] for r in fake_model.requests] == ["0", "1"]
+
+
+def test_retry_after_is_honoured(fake_model: FakeModelServer):
+    fake_model.script(
+        api_error(429, "rate_limit_error", "Slow down", retry_after=0.05),
+        api_error(500, "api_error", "Internal server error", headers={"retry-after": "0.05"}),
+        "Finally",
+    )
+    started = time.monotonic()
+    with make_client(fake_model, max_retries=2) as c:
+        assert create(c).content[0].text == "Finally"
+    elapsed = time.monotonic() - started
+    # Two 0.05 s waits instead of the SDK's own backoff (>= 0.375 s, then >= 0.75 s).
+    assert 0.1 <= elapsed < 1.0  # the SDK's fallback backoff would total >= 1.125 s
+    assert len(fake_model.requests) == 3
+
+
+def test_error_statuses_and_shapes(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(
+        api_error(529, "overloaded_error", "Overloaded"),
+        api_error(429),
+        api_error(500),
+        api_error(400, "invalid_request_error", "scripted"),
+    )
+    expected = [
+        (anthropic.OverloadedError, 529, "overloaded_error"),
+        (anthropic.RateLimitError, 429, "rate_limit_error"),
+        (anthropic.InternalServerError, 500, "api_error"),
+        (anthropic.BadRequestError, 400, "invalid_request_error"),
+    ]
+    for error_class, status, kind in expected:
+        with pytest.raises(error_class) as excinfo:
+            create(client)
+        assert excinfo.value.status_code == status
+        assert excinfo.value.body["error"]["type"] == kind
+        assert excinfo.value.type == kind
+        assert excinfo.value.request_id.startswith("req_")
+    assert fake_model.rejections == []  # scripted errors are not validation rejections
+
+
+def test_retries_exhausted(fake_model: FakeModelServer):
+    fake_model.script(*[api_error(529, retry_after=0.01)] * 3, "unreached")
+    with make_client(fake_model, max_retries=2) as c, pytest.raises(anthropic.OverloadedError):
+        create(c)
+    assert len(fake_model.requests) == 3
+    assert fake_model.pending == 1
+
+
+def test_mid_stream_error(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(Turn(text("partial answer "), stream_error("overloaded_error")), "unused")
+    received: list[str] = []
+    with pytest.raises(anthropic.APIStatusError) as excinfo:  # noqa: SIM117
+        with client.messages.stream(model=MODEL, max_tokens=1024, messages=HI) as stream:
+            received.extend(stream.text_stream)
+    assert "".join(received) == "partial answer "
+    assert excinfo.value.body["type"] == "error"
+    assert excinfo.value.body["error"]["type"] == "overloaded_error"
+    assert len(fake_model.requests) == 1  # the SDK does not retry a stream that already began
+
+
+def test_mid_stream_error_on_raw_wire(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(Turn(text("some text"), stream_error("api_error", "boom")))
+    events = sse_events(raw_sse_lines(client))
+    assert events[-1] == (
+        "error",
+        {"type": "error", "error": {"type": "api_error", "message": "boom"}},
+    )
+    assert "message_stop" not in [k for k, _ in events]
+
+
+def test_stream_error_in_non_streaming_call(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.script(Turn(text("partial"), stream_error("overloaded_error")))
+    with pytest.raises(anthropic.OverloadedError):
+        create(client)
+
+
+# --------------------------------------------------------------------------------------
+# timing knobs, responder, recording
+# --------------------------------------------------------------------------------------
+
+
+def test_delays_and_stall(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(
+        Turn(
+            text("a b c d e"),
+            delay_first=0.1,
+            token_delay=0.02,
+            stall_after=2,
+            stall_seconds=0.25,
+        )
+    )
+    stamps: list[float] = []
+    started = time.monotonic()
+    for event in create(client, stream=True):
+        if event.type == "content_block_delta":
+            stamps.append(time.monotonic())
+    first, gaps = stamps[0] - started, [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    assert first >= 0.1
+    assert len(stamps) == 5
+    # Server-side waits are sequential, so the total is a robust lower bound ...
+    assert stamps[-1] - started >= 0.1 + 0.25 + 3 * 0.02
+    # ... and the long gap sits after the 2nd delta (margin for a lagging client).
+    assert gaps[1] >= 0.15 and max(gaps) == gaps[1]
+
+
+def test_stop_interrupts_a_stalled_stream(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(Turn(text("one two three"), stall_after=1, stall_seconds=60))
+    threading.Timer(0.2, fake_model.stop).start()
+    started = time.monotonic()
+    with pytest.raises((anthropic.APIConnectionError, httpx2.TransportError)):
+        for _ in create(client, stream=True):
+            pass
+    assert time.monotonic() - started < 3
+
+
+def test_responder_and_default_reply(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    assert create(client).content[0].text == NO_REPLY_TEXT
+
+    seen: list[int] = []
+
+    def responder(body: dict[str, Any]) -> Turn:
+        seen.append(len(body["messages"]))
+        return Turn(tool_use("list_offers"))
+
+    fake_model.responder = responder
+    fake_model.script("scripted first")
+    assert create(client, tools=TOOLS).content[0].text == "scripted first"
+    message = create(client, tools=TOOLS)
+    assert message.stop_reason == "tool_use" and message.content[0].name == "list_offers"
+    assert seen == [1]
+
+
+def test_requests_are_recorded(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script("a", "b")
+    create(client, system="sys")
+    with pytest.raises(anthropic.BadRequestError):
+        create(client, max_tokens=0)
+    with client.messages.stream(model=MODEL, max_tokens=10, messages=HI) as stream:
+        stream.until_done()
+
+    first, rejected, streamed = fake_model.requests
+    assert first == {"model": MODEL, "max_tokens": 2048, "messages": HI, "system": "sys"}
+    assert first.path == "/v1/messages" and first.error is None
+    assert first.headers["anthropic-version"]
+    assert rejected["max_tokens"] == 0 and "max_tokens" in rejected.error
+    assert streamed["stream"] is True
+    assert fake_model.rejections == [rejected.error]
+    assert fake_model.rejections[0].body == dict(rejected)
+    assert [r["content"][0]["text"] for r in fake_model.replies] == ["a", "b"]
+    assert fake_model.last_request is streamed
+
+
+def test_concurrent_requests(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.script(*[Turn(text(f"reply {n}"), token_delay=0.01) for n in range(8)])
+    results: list[str] = []
+
+    def call() -> None:
+        with client.messages.stream(model=MODEL, max_tokens=10, messages=HI) as stream:
+            results.append(stream.get_final_text())
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert sorted(results) == sorted(f"reply {n}" for n in range(8))
+    assert fake_model.pending == 0
