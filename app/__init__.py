@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Flask, request
+from flask_login import current_user
 
 from app.chat.executor import make_executor
 from app.config import PROJECT_ROOT, load_settings
@@ -107,8 +108,12 @@ def _register_blueprints(app: Flask) -> None:
 
 
 def _check_csrf() -> None:
-    if request.method in {"POST", "PUT", "PATCH", "DELETE"} and not identity.bearer_token():
-        csrf.protect()
+    if request.method not in {"POST", "PUT", "PATCH", "DELETE"} or identity.bearer_token():
+        return
+    # An anonymous API call has no session to protect: login_required answers it with 401.
+    if request.path.startswith("/api/") and not current_user.is_authenticated:
+        return
+    csrf.protect()
 
 
 def _security_headers(response):

@@ -21,6 +21,15 @@ SERVICE_REDIS_URL = os.environ.get("REDIS_URL", "")
 PASSWORD = "correct horse battery"
 
 
+def pytest_configure(config):
+    """Cheap password hashing in tests; production keeps argon2's default cost."""
+    from argon2 import PasswordHasher
+
+    import app.accounts.models as account_models
+
+    account_models._hasher = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+
+
 def pytest_sessionstart(session):
     """When the suite is pointed at services, they must answer: missing is a failure."""
     if SERVICE_DATABASE_URL.startswith("postgresql"):

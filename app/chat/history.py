@@ -129,15 +129,24 @@ def _answer_trailing_and_gaps(messages: list[dict[str, Any]]) -> list[dict[str, 
     return merged
 
 
+def _clean_start(message: dict[str, Any]) -> bool:
+    return message["role"] == "user" and not any(
+        b.get("type") == "tool_result" for b in message["content"]
+    )
+
+
 def cap_messages(messages: list[dict[str, Any]], cap: int) -> list[dict[str, Any]]:
-    """The last `cap` messages, starting at a user message that opens with no tool_result
-    (so no tool_result is separated from its tool_use)."""
-    tail = messages[-cap:] if cap > 0 else list(messages)
-    while tail and (
-        tail[0]["role"] != "user" or any(b.get("type") == "tool_result" for b in tail[0]["content"])
-    ):
-        tail = tail[1:]
-    return tail
+    """At most `cap` messages, cut at a user message that opens with no tool_result, so a
+    tool_result is never separated from its tool_use. When no such cut fits in the cap
+    (a tiny cap ending in tool results), the cut moves back to keep the pair whole."""
+    start = max(0, len(messages) - cap) if cap > 0 else 0
+    for index in range(start, len(messages)):
+        if _clean_start(messages[index]):
+            return messages[index:]
+    for index in range(start - 1, -1, -1):
+        if _clean_start(messages[index]):
+            return messages[index:]
+    return list(messages)
 
 
 def build_history(

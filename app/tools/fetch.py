@@ -71,7 +71,10 @@ def fetch_text(url: str, allow_hosts: tuple[str, ...] = ()) -> FetchedPage:
     ) as client:
         for hop in range(MAX_REDIRECTS + 1):
             address = _checked_address(current, allowed)
-            with _open(client, current, address) as response:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise FetchFailed(f"Fetching {url} timed out after {TIMEOUT_SECONDS:g} seconds.")
+            with _open(client, current, address, remaining) as response:
                 if response.status_code in REDIRECT_STATUSES:
                     location = response.headers.get("location")
                     if not location:
@@ -193,7 +196,9 @@ def _forms(address: IPAddress) -> list[IPAddress]:
 
 
 @contextmanager
-def _open(client: httpx.Client, url: httpx.URL, address: IPAddress) -> Iterator[httpx.Response]:
+def _open(
+    client: httpx.Client, url: httpx.URL, address: IPAddress, timeout: float
+) -> Iterator[httpx.Response]:
     """Stream a GET to `address`, presenting `url`'s hostname in Host and SNI."""
     target = url.copy_with(host=str(address), fragment=None)
     headers = {
@@ -203,7 +208,9 @@ def _open(client: httpx.Client, url: httpx.URL, address: IPAddress) -> Iterator[
         "Accept-Encoding": "identity",
     }
     extensions = {"sni_hostname": url.raw_host.decode("ascii")} if url.scheme == "https" else {}
-    request = client.build_request("GET", target, headers=headers, extensions=extensions)
+    request = client.build_request(
+        "GET", target, headers=headers, extensions=extensions, timeout=httpx.Timeout(timeout)
+    )
     try:
         response = client.send(request, stream=True)
     except httpx.HTTPError as exc:

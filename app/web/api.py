@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from flask import Blueprint, current_app, jsonify, request
 from flask_login import current_user, login_required
@@ -69,7 +70,8 @@ def list_chats():
 def list_messages(conversation_id: int):
     conversation = owned_or_404(Conversation, conversation_id)
     after = request.args.get("after", "0")
-    if not after.isdigit():
+    # ASCII digits only (str.isdigit accepts '²'), and small enough for the database.
+    if not re.fullmatch(r"[0-9]{1,15}", after):
         raise ApiError(400, "'after' must be a non-negative whole number.", "INVALID_FIELD")
     rows = rows_after(db_session(), conversation.id, int(after))
     return jsonify({"messages": [row_dict(row) for row in rows]})

@@ -58,7 +58,9 @@ def test_get_offer_returns_the_offer_with_its_personas_and_assets(ws):
     assert result["audience"] == "Founders"
     assert result["brand_colors"] == ["#2f6f5e"]
     assert result["personas"] == [{"id": ws.ids["persona"], "name": "Ada Olivia"}]
-    assert result["visual_assets"] == [{"id": ws.ids["asset"], "title": "Ada hero", "kind": "image"}]
+    assert result["visual_assets"] == [
+        {"id": ws.ids["asset"], "title": "Ada hero", "kind": "image"}
+    ]
     json.dumps(result)
 
 
@@ -118,7 +120,11 @@ def test_get_campaign_status(ws):
     result = ws.call("get_campaign_status", {"campaign_id": ws.ids["campaign"]})
     assert result["name"] == "Ada launch"
     assert result["status"] == "draft"
-    assert result["briefing"] == {"goal": "leads", "channels": ["meta_ads", "email"], "budget": "$500"}
+    assert result["briefing"] == {
+        "goal": "leads",
+        "channels": ["meta_ads", "email"],
+        "budget": "$500",
+    }
     assert result["created_at"] and result["updated_at"]
 
 
@@ -226,7 +232,7 @@ class _Page(BaseHTTPRequestHandler):
 @pytest.fixture
 def page_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()

@@ -42,7 +42,7 @@ def assert_card_shape(card: dict) -> None:
     if card["resultKey"] is not None:
         assert len(card["steps"]) == 1
     for step in card["steps"]:
-        assert STEP_KEYS <= set(step), step
+        assert set(step) >= STEP_KEYS, step
         assert step["input"] in {"single", "multi", "text"}
         for option in step["options"]:
             assert {"label", "value"} <= set(option)
