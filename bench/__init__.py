@@ -16,7 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
-BENCHMARKS: tuple[str, ...] = ("inserts",)
+BENCHMARKS: tuple[str, ...] = ("inserts", "turn_start")
 DATABASES: tuple[str, ...] = ("sqlite", "postgresql")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 

@@ -4,6 +4,7 @@ matter (name, description, tier, output_schema) and the agent's prompt as the bo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -65,4 +66,10 @@ def parse_agent_file(path: Path) -> AgentDefinition:
 
 
 def load_agents(directory: Path = AGENTS_DIR) -> AgentCatalog:
-    return AgentCatalog({p.stem: parse_agent_file(p) for p in sorted(directory.glob("*.md"))})
+    files = sorted(directory.glob("*.md"))
+    return AgentCatalog({p.stem: _parse_cached(p, p.stat().st_mtime_ns) for p in files})
+
+
+@lru_cache(maxsize=128)
+def _parse_cached(path: Path, _mtime_ns: int) -> AgentDefinition:
+    return parse_agent_file(path)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from jsonschema import Draft202012Validator
@@ -72,6 +74,12 @@ class Tool:
         return f"Invalid input for {self.name} at {where}: {first.message}"
 
 
+@lru_cache(maxsize=512)
+def _check_schema(schema_json: str) -> None:
+    """Schemas are constants: check each one once per process, not once per app."""
+    Draft202012Validator.check_schema(json.loads(schema_json))
+
+
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
@@ -79,7 +87,7 @@ class ToolRegistry:
     def add(self, tool: Tool) -> Tool:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name} declared twice")
-        Draft202012Validator.check_schema(tool.input_schema)
+        _check_schema(json.dumps(tool.input_schema, sort_keys=True))
         self._tools[tool.name] = tool
         return tool
 

@@ -1,0 +1,413 @@
+"""The cost of starting a turn, for a short and a long conversation, against a plain SELECT.
+
+Turn start: `HostLoop.build_request`, everything the host loop does before the model call
+(the conversation row, the tool list for the step, the history rebuilt from the tail of the
+rows by `app.chat.history.build_history`, the system prompt, the tool schemas).
+Floor: one core `SELECT` (no ORM) through the engine of the same rows the tail read returns:
+same WHERE, `ORDER BY sequence DESC`, same LIMIT.
+
+Conversations of 50 and 10,000 rows (50 and 2,000 with `--quick`) are built through
+`app.chat.rows.insert_message`, many rows per committed transaction: user text rows,
+assistant rows with text + tool_use blocks, hidden tool_result rows, assistant answers and
+now and then an agent_output row without blocks. Because only the tail is read, starting a
+turn on the long conversation should cost at most 2x the short one; the table says whether
+it does (a report: a FAIL there does not fail the benchmark). The floor read must return
+exactly the rows `load_tail` returns, or the benchmark fails (`TailMismatchError`).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import platform
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime
+
+from sqlalchemy import make_url, select
+
+from app.chat import history
+from app.chat.loop import HostLoop
+from app.chat.rows import insert_message
+from app.config import load_settings
+from app.db import Database
+from app.models import Base, Conversation, Message, User
+from app.services import Services, build_services
+from bench.inserts import POSTGRES_URL, Unreachable, open_database
+
+NAME = "turn_start"
+SMALL = 50
+LARGE = 10_000
+QUICK_LARGE = 2_000
+ITERATIONS = 300
+QUICK_ITERATIONS = 60
+WARM_UP = 20
+ROWS_PER_COMMIT = 1_000
+TARGET_RATIO = 2.0  # the long conversation's turn start p50 within 2x of the short one's
+TOOL_NAMES = ("list_offers", "get_offer", "list_personas", "get_output", "fetch_url")
+
+
+class TailMismatchError(AssertionError):
+    """The floor read did not return the rows the history's tail read returns."""
+
+
+# --- building a conversation ---------------------------------------------------------------
+
+
+def exchange(number: int) -> list[dict]:
+    """One realistic exchange: the person asks, the host calls a tool (whose hidden result
+    row follows, every fourth time after an agent_output card), then answers in text."""
+    tool = TOOL_NAMES[number % len(TOOL_NAMES)]
+    tool_use_id = f"toolu_bench_{number:06d}"
+    question = f"Exchange {number}: what should the next ad for offer {number % 7} say? " * 3
+    preface = f"Let me look that up with {tool} before I answer."
+    answer = (
+        f"Here is what I found for exchange {number}. The offer speaks to busy founders, so "
+        "lead with the time it saves, keep the hook under ten words and close on one clear "
+        "call to action. " * 4
+    )
+    result = {
+        "items": [
+            {"id": number * 10 + i, "name": f"item {i}", "summary": "lorem ipsum " * 8}
+            for i in range(5)
+        ]
+    }
+    rows = [
+        {
+            "role": "user",
+            "kind": "user",
+            "content": question,
+            "meta": {"blocks": [{"type": "text", "text": question}]},
+        },
+        {
+            "role": "assistant",
+            "kind": "host",
+            "content": preface,
+            "meta": {
+                "blocks": [
+                    {"type": "text", "text": preface},
+                    {
+                        "type": "tool_use",
+                        "id": tool_use_id,
+                        "name": tool,
+                        "input": {"offer_id": number % 7, "limit": 5},
+                    },
+                ],
+                "stop_reason": "tool_use",
+            },
+        },
+    ]
+    if number % 4 == 3:
+        rows.append(
+            {
+                "role": "assistant",
+                "kind": "agent_output",
+                "content": "",
+                "meta": {
+                    "agentOutput": {
+                        "outputId": number,
+                        "agent": "ad_copy",
+                        "agentName": "Ad copy",
+                        "title": f"Ad copy {number}",
+                        "offerId": number % 7,
+                        "content": {"headline": "Save an hour a day", "body": answer},
+                    }
+                },
+            }
+        )
+    rows += [
+        {
+            "role": "user",
+            "kind": "tool_result",
+            "content": "",
+            "meta": {
+                "blocks": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": tool_use_id,
+                        "content": json.dumps(result),
+                    }
+                ],
+                "hidden": True,
+                "tool": tool,
+            },
+        },
+        {
+            "role": "assistant",
+            "kind": "host",
+            "content": answer,
+            "meta": {"blocks": [{"type": "text", "text": answer}], "stop_reason": "end_turn"},
+        },
+    ]
+    return rows
+
+
+def conversation_rows(total: int) -> list[dict]:
+    """`total` rows of whole exchanges, ending on the person's new message (a turn start)."""
+    rows: list[dict] = []
+    number = 0
+    while len(rows) < total - 1:
+        rows += exchange(number)
+        number += 1
+    rows = rows[: total - 1]
+    rows.append(exchange(number)[0])
+    return rows
+
+
+def build_conversation(db: Database, user_id: int, total: int) -> tuple[int, float]:
+    """Insert a conversation of `total` rows; return its id and the setup seconds."""
+    began = time.perf_counter()
+    with db.session() as session:
+        conversation = Conversation(user_id=user_id, title=f"benchmark {total} rows")
+        session.add(conversation)
+        session.commit()
+        conversation_id = conversation.id
+    rows = conversation_rows(total)
+    for start in range(0, total, ROWS_PER_COMMIT):
+        with db.session() as session:
+            for row in rows[start : start + ROWS_PER_COMMIT]:
+                insert_message(session, conversation_id, **row)
+            session.commit()
+    with db.session() as session:
+        count = len(
+            session.scalars(
+                select(Message.sequence).where(Message.conversation_id == conversation_id)
+            ).all()
+        )
+    if count != total:
+        raise AssertionError(f"expected {total} rows in the conversation, found {count}")
+    return conversation_id, time.perf_counter() - began
+
+
+# --- the two measurements ------------------------------------------------------------------
+
+
+def tail_limit(services: Services) -> int:
+    """The LIMIT `app.chat.history.load_tail` uses for the configured message cap."""
+    return services.settings.history_message_cap * history.ROWS_PER_MESSAGE + 10
+
+
+def floor_statement(conversation_id: int, after: int, limit: int):
+    table = Message.__table__
+    return (
+        select(table)
+        .where(table.c.conversation_id == conversation_id, table.c.sequence > after)
+        .order_by(table.c.sequence.desc())
+        .limit(limit)
+    )
+
+
+def check_tail(services: Services, conversation_id: int, statement) -> int:
+    """The floor must read exactly the rows the history's tail read returns."""
+    with services.database.session() as session:
+        conversation = session.get(Conversation, conversation_id)
+        tail = history.load_tail(session, conversation, services.settings.history_message_cap)
+        expected = [row.sequence for row in tail]
+    with services.database.engine.connect() as connection:
+        floor = [row.sequence for row in reversed(connection.execute(statement).all())]
+    if floor != expected:
+        raise TailMismatchError(
+            f"conversation {conversation_id}: load_tail read {len(expected)} rows "
+            f"({expected[:1]}..{expected[-1:]}), the floor SELECT {len(floor)} "
+            f"({floor[:1]}..{floor[-1:]})"
+        )
+    return len(expected)
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def time_case(
+    services: Services, conversation_id: int, user_id: int, iterations: int
+) -> tuple[dict, dict]:
+    """Alternate turn start and floor read, `iterations` times each after a warm-up; return
+    the timings (ms) and what the last request held."""
+    with services.database.session() as session:
+        after = session.get(Conversation, conversation_id).summarized_up_to_sequence
+    statement = floor_statement(conversation_id, after, tail_limit(services))
+    tail_rows = check_tail(services, conversation_id, statement)
+    host = HostLoop(services, run_id=0, conversation_id=conversation_id, user_id=user_id)
+    engine = services.database.engine
+
+    def turn_start() -> dict:
+        return host.build_request({"type": "auto"}, wrap_up=False)
+
+    def floor() -> list:
+        with engine.connect() as connection:
+            return connection.execute(statement).all()
+
+    for _ in range(WARM_UP):
+        turn_start()
+        floor()
+    gc.collect()
+    turn_ms: list[float] = []
+    floor_ms: list[float] = []
+    request: dict = {}
+    for _ in range(iterations):
+        began = time.perf_counter()
+        request = turn_start()
+        turn_ms.append((time.perf_counter() - began) * 1000)
+        began = time.perf_counter()
+        floor()
+        floor_ms.append((time.perf_counter() - began) * 1000)
+    shape = {
+        "tail_rows": tail_rows,
+        "history_messages": len(request["messages"]),
+        "tools": len(request["tools"]),
+        "system_chars": len(request["system"]),
+    }
+    timings = {
+        "turn_start_p50_ms": round(statistics.median(turn_ms), 3),
+        "turn_start_p99_ms": round(percentile(turn_ms, 0.99), 3),
+        "turn_start_mean_ms": round(statistics.fmean(turn_ms), 3),
+        "floor_p50_ms": round(statistics.median(floor_ms), 3),
+        "floor_p99_ms": round(percentile(floor_ms, 0.99), 3),
+    }
+    return timings, shape
+
+
+# --- one database --------------------------------------------------------------------------
+
+
+def make_services(db: Database, instance: str) -> Services:
+    settings = load_settings(
+        overrides={
+            "instance_path": instance,
+            "secret_key": "benchmark",
+            "database_url": db.url,
+            "model_provider": "anthropic",
+            "anthropic_base_url": "http://127.0.0.1:9",  # never contacted: no model call
+        },
+        env={},
+    )
+    return build_services(settings, database=db)
+
+
+def bench_database(name: str, sizes: tuple[int, ...], iterations: int) -> tuple[list[dict], str]:
+    cases = []
+    with open_database(name) as (db, description), tempfile.TemporaryDirectory() as instance:
+        Base.metadata.create_all(db.engine)
+        with db.session() as session:
+            user = User(email="bench@example.com", password_hash="-", display_name="bench")
+            session.add(user)
+            session.commit()
+            user_id = user.id
+        services = make_services(db, instance)
+        try:
+            built = {size: build_conversation(db, user_id, size) for size in sizes}
+            for size in sizes:
+                conversation_id, setup_seconds = built[size]
+                timings, shape = time_case(services, conversation_id, user_id, iterations)
+                cases.append(
+                    {
+                        "database": name,
+                        "rows": size,
+                        **timings,
+                        **shape,
+                        "iterations": iterations,
+                        "setup_seconds": round(setup_seconds, 2),
+                    }
+                )
+        finally:
+            services.model.close()
+    base = cases[0]["turn_start_p50_ms"]
+    for case in cases:
+        case["ratio_to_floor"] = round(case["turn_start_p50_ms"] / case["floor_p50_ms"], 2)
+        case["ratio_to_small"] = round(case["turn_start_p50_ms"] / base, 2)
+    return cases, description
+
+
+# --- entry points --------------------------------------------------------------------------
+
+
+def run(*, quick: bool = False, databases=("sqlite", "postgresql"), rows: int | None = None):
+    """`rows`, when given, replaces the long conversation's size."""
+    sizes = (SMALL, rows or (QUICK_LARGE if quick else LARGE))
+    iterations = QUICK_ITERATIONS if quick else ITERATIONS
+    result = {
+        "name": NAME,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "quick": quick,
+        "sizes": list(sizes),
+        "iterations": iterations,
+        "target_ratio": TARGET_RATIO,
+        "python": platform.python_version(),
+        "databases": {},
+        "skipped": {},
+        "cases": [],
+        "checks": {},
+    }
+    for name in databases:
+        try:
+            cases, description = bench_database(name, sizes, iterations)
+        except Unreachable as error:
+            where = make_url(POSTGRES_URL).render_as_string(hide_password=True)
+            print(f"PostgreSQL unreachable at {where} ({error}); skipping PostgreSQL.", flush=True)
+            result["skipped"][name] = f"unreachable: {error}"
+            continue
+        result["databases"][name] = description
+        result["cases"].extend(cases)
+        largest = cases[-1]
+        result["checks"][name] = {
+            "rows": largest["rows"],
+            "ratio_to_small": largest["ratio_to_small"],
+            "passed": largest["ratio_to_small"] <= TARGET_RATIO,
+        }
+    return result
+
+
+COLUMNS = (
+    ("database", "database"),
+    ("rows", "rows"),
+    ("turn start p50 ms", "turn_start_p50_ms"),
+    ("p99 ms", "turn_start_p99_ms"),
+    ("floor p50 ms", "floor_p50_ms"),
+    ("ratio to floor", "ratio_to_floor"),
+    (f"ratio to {SMALL}-row", "ratio_to_small"),
+)
+
+
+def _cell(key: str, value) -> str:
+    if key == "rows":
+        return f"{value:,}"
+    if key.endswith("_ms"):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def format_table(result: dict) -> str:
+    header = [title for title, _ in COLUMNS]
+    body = [[_cell(key, case[key]) for _, key in COLUMNS] for case in result["cases"]]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+
+    def line(cells):
+        padded = [
+            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
+            for i, cell in enumerate(cells)
+        ]
+        return "| " + " | ".join(padded) + " |"
+
+    lines = [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines += [line(row) for row in body]
+    checks = [
+        f"{'PASS' if check['passed'] else 'FAIL'} {name}: {check['rows']:,} rows start a turn "
+        f"in {check['ratio_to_small']}x the time of {SMALL} rows (target <= {TARGET_RATIO}x)"
+        for name, check in result["checks"].items()
+    ]
+    notes = [f"{name}: {description}" for name, description in result["databases"].items()]
+    notes += [f"{name}: skipped ({reason})" for name, reason in result["skipped"].items()]
+    notes += [
+        f"{case['database']}, {case['rows']:,} rows: tail read {case['tail_rows']} rows -> "
+        f"{case['history_messages']} messages, {case['tools']} tools, "
+        f"{case['system_chars']:,}-char system prompt; built in {case['setup_seconds']} s"
+        for case in result["cases"]
+    ]
+    notes.append(
+        f"{result['iterations']} timed build_request calls per case (after {WARM_UP} warm-up), "
+        "each followed by the floor: one core SELECT of the same tail rows through the engine."
+    )
+    return "\n".join(lines + [""] + checks + [""] + notes)
