@@ -79,6 +79,9 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.before_request(_check_csrf)
     app.after_request(_security_headers)
     app.context_processor(lambda: {"settings": settings})
+    from app.web.markdown import render_markdown
+
+    app.jinja_env.filters["markdown"] = render_markdown
     return app
 
 
@@ -101,9 +104,9 @@ def _init_login(app: Flask) -> None:
 
 
 def _register_blueprints(app: Flask) -> None:
-    from app.web import admin, api, auth, chat, settings_hub, workspace
+    from app.web import admin, api, auth, cards, chat, settings_hub, workspace
 
-    for module in (auth, chat, workspace, settings_hub, admin, api):
+    for module in (auth, chat, cards, workspace, settings_hub, admin, api):
         app.register_blueprint(module.bp)
 
 

@@ -155,6 +155,16 @@ def conversation_rows(total: int) -> list[dict]:
     return rows
 
 
+def analyze(db: Database) -> None:
+    """Refresh PostgreSQL's planner statistics, as autovacuum would soon after a bulk load.
+    Without them the fresh table looks tiny, and both the max+1 of `insert_message` and the
+    tail read pick a bitmap scan of every row of the conversation plus a sort."""
+    if db.engine.dialect.name == "postgresql":
+        with db.engine.connect() as connection:
+            connection.exec_driver_sql("ANALYZE messages")
+            connection.commit()
+
+
 def build_conversation(db: Database, user_id: int, total: int) -> tuple[int, float]:
     """Insert a conversation of `total` rows; return its id and the setup seconds."""
     began = time.perf_counter()
@@ -169,6 +179,7 @@ def build_conversation(db: Database, user_id: int, total: int) -> tuple[int, flo
             for row in rows[start : start + ROWS_PER_COMMIT]:
                 insert_message(session, conversation_id, **row)
             session.commit()
+        analyze(db)
     with db.session() as session:
         count = len(
             session.scalars(
@@ -221,53 +232,60 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[index]
 
 
-def time_case(
-    services: Services, conversation_id: int, user_id: int, iterations: int
-) -> tuple[dict, dict]:
-    """Alternate turn start and floor read, `iterations` times each after a warm-up; return
-    the timings (ms) and what the last request held."""
-    with services.database.session() as session:
-        after = session.get(Conversation, conversation_id).summarized_up_to_sequence
-    statement = floor_statement(conversation_id, after, tail_limit(services))
-    tail_rows = check_tail(services, conversation_id, statement)
-    host = HostLoop(services, run_id=0, conversation_id=conversation_id, user_id=user_id)
-    engine = services.database.engine
+class Case:
+    """One conversation's two measurements: turn start and the floor read."""
 
-    def turn_start() -> dict:
-        return host.build_request({"type": "auto"}, wrap_up=False)
+    def __init__(self, services: Services, conversation_id: int, user_id: int):
+        with services.database.session() as session:
+            after = session.get(Conversation, conversation_id).summarized_up_to_sequence
+        self.statement = floor_statement(conversation_id, after, tail_limit(services))
+        self.tail_rows = check_tail(services, conversation_id, self.statement)
+        self.host = HostLoop(services, run_id=0, conversation_id=conversation_id, user_id=user_id)
+        self.engine = services.database.engine
+        self.turn_ms: list[float] = []
+        self.floor_ms: list[float] = []
+        self.request: dict = {}
 
-    def floor() -> list:
-        with engine.connect() as connection:
-            return connection.execute(statement).all()
+    def turn_start(self) -> dict:
+        return self.host.build_request({"type": "auto"}, wrap_up=False)
 
+    def floor(self) -> list:
+        with self.engine.connect() as connection:
+            return connection.execute(self.statement).all()
+
+    def measure(self) -> None:
+        began = time.perf_counter()
+        self.request = self.turn_start()
+        self.turn_ms.append((time.perf_counter() - began) * 1000)
+        began = time.perf_counter()
+        self.floor()
+        self.floor_ms.append((time.perf_counter() - began) * 1000)
+
+    def summary(self) -> dict:
+        return {
+            "turn_start_p50_ms": round(statistics.median(self.turn_ms), 3),
+            "turn_start_p99_ms": round(percentile(self.turn_ms, 0.99), 3),
+            "turn_start_mean_ms": round(statistics.fmean(self.turn_ms), 3),
+            "floor_p50_ms": round(statistics.median(self.floor_ms), 3),
+            "floor_p99_ms": round(percentile(self.floor_ms, 0.99), 3),
+            "tail_rows": self.tail_rows,
+            "history_messages": len(self.request["messages"]),
+            "tools": len(self.request["tools"]),
+            "system_chars": len(self.request["system"]),
+        }
+
+
+def time_cases(cases: list[Case], iterations: int) -> None:
+    """Warm up, then round-robin over the conversations, so that a change in the machine's
+    load during the run weighs on every size alike and the ratio between them holds."""
     for _ in range(WARM_UP):
-        turn_start()
-        floor()
+        for case in cases:
+            case.turn_start()
+            case.floor()
     gc.collect()
-    turn_ms: list[float] = []
-    floor_ms: list[float] = []
-    request: dict = {}
     for _ in range(iterations):
-        began = time.perf_counter()
-        request = turn_start()
-        turn_ms.append((time.perf_counter() - began) * 1000)
-        began = time.perf_counter()
-        floor()
-        floor_ms.append((time.perf_counter() - began) * 1000)
-    shape = {
-        "tail_rows": tail_rows,
-        "history_messages": len(request["messages"]),
-        "tools": len(request["tools"]),
-        "system_chars": len(request["system"]),
-    }
-    timings = {
-        "turn_start_p50_ms": round(statistics.median(turn_ms), 3),
-        "turn_start_p99_ms": round(percentile(turn_ms, 0.99), 3),
-        "turn_start_mean_ms": round(statistics.fmean(turn_ms), 3),
-        "floor_p50_ms": round(statistics.median(floor_ms), 3),
-        "floor_p99_ms": round(percentile(floor_ms, 0.99), 3),
-    }
-    return timings, shape
+        for case in cases:
+            case.measure()
 
 
 # --- one database --------------------------------------------------------------------------
@@ -299,17 +317,16 @@ def bench_database(name: str, sizes: tuple[int, ...], iterations: int) -> tuple[
         services = make_services(db, instance)
         try:
             built = {size: build_conversation(db, user_id, size) for size in sizes}
+            measured = {size: Case(services, built[size][0], user_id) for size in sizes}
+            time_cases(list(measured.values()), iterations)
             for size in sizes:
-                conversation_id, setup_seconds = built[size]
-                timings, shape = time_case(services, conversation_id, user_id, iterations)
                 cases.append(
                     {
                         "database": name,
                         "rows": size,
-                        **timings,
-                        **shape,
+                        **measured[size].summary(),
                         "iterations": iterations,
-                        "setup_seconds": round(setup_seconds, 2),
+                        "setup_seconds": round(built[size][1], 2),
                     }
                 )
         finally:
@@ -407,7 +424,8 @@ def format_table(result: dict) -> str:
         for case in result["cases"]
     ]
     notes.append(
-        f"{result['iterations']} timed build_request calls per case (after {WARM_UP} warm-up), "
-        "each followed by the floor: one core SELECT of the same tail rows through the engine."
+        f"{result['iterations']} timed build_request calls per case after {WARM_UP} warm-up, "
+        "the sizes taken in turn; each call followed by the floor: one core SELECT of the "
+        "same tail rows through the engine."
     )
     return "\n".join(lines + [""] + checks + [""] + notes)
