@@ -39,7 +39,7 @@ run: setup
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: setup
+test: setup browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: setup

@@ -104,9 +104,9 @@ def _init_login(app: Flask) -> None:
 
 
 def _register_blueprints(app: Flask) -> None:
-    from app.web import admin, api, auth, cards, chat, settings_hub, workspace
+    from app.web import admin, api, auth, cards, chat, settings_hub, sockets, workspace
 
-    for module in (auth, chat, cards, workspace, settings_hub, admin, api):
+    for module in (auth, chat, cards, workspace, settings_hub, admin, api, sockets):
         app.register_blueprint(module.bp)
 
 

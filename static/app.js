@@ -1,2 +1,101 @@
 // Small behaviours htmx does not cover. No inline scripts: the CSP forbids them.
 "use strict";
+
+const Loopdesk = (() => {
+  // Rows are keyed by sequence: a row pushed twice replaces itself and rows stay ordered.
+  function normalizeRows(container) {
+    const seen = new Map();
+    for (const row of Array.from(container.children)) {
+      if (!row.id) continue;
+      const earlier = seen.get(row.id);
+      if (earlier) {
+        earlier.replaceWith(row);
+      }
+      seen.set(row.id, row);
+    }
+    const rows = Array.from(container.children).filter((el) => el.dataset.sequence);
+    for (let i = 1; i < rows.length; i++) {
+      const seq = Number(rows[i].dataset.sequence);
+      let j = i - 1;
+      while (j >= 0 && Number(rows[j].dataset.sequence) > seq) j--;
+      if (j !== i - 1) container.insertBefore(rows[i], rows[j + 1]);
+    }
+    const empty = document.getElementById("rows-empty");
+    if (empty && rows.length) empty.remove();
+  }
+
+  function lastSequence(container) {
+    let last = 0;
+    for (const row of container.querySelectorAll("[data-sequence]")) {
+      last = Math.max(last, Number(row.dataset.sequence));
+    }
+    return last;
+  }
+
+  function nearBottom(el) {
+    return el.scrollHeight - el.scrollTop - el.clientHeight < 120;
+  }
+
+  function watchChat() {
+    const chat = document.getElementById("chat");
+    const rows = document.getElementById("rows");
+    if (!chat || !rows) return;
+    let stick = true;
+    chat.addEventListener("scroll", () => { stick = nearBottom(chat); });
+    const observer = new MutationObserver(() => {
+      observer.disconnect();
+      normalizeRows(rows);
+      observer.observe(rows, { childList: true });
+      if (stick) chat.scrollTop = chat.scrollHeight;
+    });
+    observer.observe(rows, { childList: true });
+    new MutationObserver(() => { if (stick) chat.scrollTop = chat.scrollHeight; })
+      .observe(chat, { childList: true, subtree: true, characterData: true });
+    chat.scrollTop = chat.scrollHeight;
+
+    // Every (re)connect: fetch the rows persisted while we were not listening.
+    document.body.addEventListener("htmx:wsOpen", () => {
+      const url = chat.dataset.rowsUrl + "?after=" + lastSequence(rows);
+      window.htmx.ajax("GET", url, { target: "#rows", swap: "beforeend" });
+    });
+  }
+
+  function wireComposer() {
+    document.addEventListener("keydown", (event) => {
+      const input = event.target;
+      if (input.id !== "composer-input" || event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+      event.preventDefault();
+      if (input.value.trim()) input.form.requestSubmit();
+    });
+    document.body.addEventListener("htmx:afterSwap", (event) => {
+      if (event.detail.target.id === "composer") {
+        const input = document.getElementById("composer-input");
+        if (input && !input.disabled) input.focus();
+      }
+    });
+  }
+
+  function wireBanner() {
+    document.addEventListener("click", (event) => {
+      if (event.target.closest(".banner-close")) {
+        const banner = document.getElementById("banner");
+        banner.classList.remove("banner-shown");
+        banner.replaceChildren();
+      }
+    });
+  }
+
+  function start() {
+    watchChat();
+    wireComposer();
+    wireBanner();
+  }
+
+  return { start, normalizeRows };
+})();
+
+if (document.readyState === "loading") {
+  document.addEventListener("DOMContentLoaded", Loopdesk.start);
+} else {
+  Loopdesk.start();
+}

@@ -1,4 +1,4 @@
-"""The benchmark harness runs: inserts, quick, on SQLite only."""
+"""The benchmark harness runs: inserts and turn_start, quick, on SQLite only."""
 
 import json
 import subprocess
@@ -43,3 +43,42 @@ def test_inserts_benchmark_quick_on_sqlite(tmp_path):
         assert case["plain_rows_per_s"] > 0
         assert case["ratio"] > 0
         assert case["sequence_check"] == "passed"
+
+
+def test_turn_start_benchmark_quick_on_sqlite(tmp_path):
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--only",
+            "turn_start",
+            "--quick",
+            "--databases",
+            "sqlite",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "turn start p50 ms" in completed.stdout
+    assert "floor p50 ms" in completed.stdout
+
+    result = json.loads((tmp_path / "turn_start.json").read_text())
+    assert result["quick"] is True
+    assert list(result["databases"]) == ["sqlite"]
+    cases = result["cases"]
+    assert [case["rows"] for case in cases] == [50, 2_000]
+    for case in cases:
+        assert case["database"] == "sqlite"
+        assert case["turn_start_p50_ms"] > 0
+        assert case["turn_start_p99_ms"] >= case["turn_start_p50_ms"]
+        assert case["floor_p50_ms"] > 0
+        assert case["ratio_to_floor"] > 0
+        assert case["ratio_to_small"] > 0
+        assert case["tail_rows"] > 0
+    assert set(result["checks"]) == {"sqlite"}

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from app.chat import events as ev
-from app.chat.conversations import row_dict
+from app.chat.conversations import conversation_dict, row_dict
 from app.chat.history import build_history, continuing_tool_loop_without_thinking
 from app.chat.models import (
     RUN_AWAITING,
@@ -91,6 +91,7 @@ class HostLoop:
         else:
             status = self._finish(status)
         self.emit(ev.Done(self.run_id, status))
+        self.announce_conversation()
         return status
 
     def _loop(self) -> str:
@@ -335,6 +336,15 @@ class HostLoop:
 
     def emit(self, event: ev.Event) -> None:
         self.services.hub.publish(self.conversation_id, event)
+
+    def announce_conversation(self) -> None:
+        """The person's conversation list shows the new status (and title)."""
+        with self.services.database.session() as session:
+            conversation = session.get(Conversation, self.conversation_id)
+            if conversation is None:
+                return
+            changed = ev.ConversationChanged(conversation_dict(conversation))
+        self.services.hub.publish_user(self.user_id, changed)
 
     def close_presenting(self, presenting: bool) -> None:
         if presenting:

@@ -1,35 +1,62 @@
-"""The event hub: the loop publishes a conversation's events, sockets subscribe."""
+"""The event hub: runs publish a conversation's events (and a person's list updates);
+sockets subscribe. Each subscriber has its own bounded queue, so a slow socket never
+slows the run or the other sockets; one that falls too far behind is told to reconnect
+and catch up from rows."""
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 from collections import defaultdict
 from typing import Protocol
 
 from app.chat.events import Event
+from app.stream.live import LiveState
+
+QUEUE_SIZE = 5_000
 
 
 class Hub(Protocol):
     def publish(self, conversation_id: int, event: Event) -> None: ...
 
-    def subscribe(self, conversation_id: int) -> Subscription: ...
+    def publish_user(self, user_id: int, event: Event) -> None: ...
+
+    def subscribe(self, conversation_id: int, user_id: int | None = None) -> Subscription: ...
+
+    def live_state(self, conversation_id: int) -> LiveState: ...
 
 
 class Subscription:
-    """One subscriber's bounded queue; a slow reader drops nothing it can't afford to."""
-
-    def __init__(self, hub: LocalHub, conversation_id: int, maxsize: int = 10_000):
+    def __init__(
+        self, hub: LocalHub, conversation_id: int, user_id: int | None, snapshot: LiveState
+    ):
         self.hub = hub
         self.conversation_id = conversation_id
-        self.queue: queue.Queue[Event] = queue.Queue(maxsize=maxsize)
+        self.user_id = user_id
+        self.snapshot = snapshot
+        self.queue: queue.Queue[Event] = queue.Queue(maxsize=QUEUE_SIZE)
+        self.overflowed = False
+
+    def put(self, event: Event) -> None:
+        try:
+            self.queue.put_nowait(event)
+        except queue.Full:
+            self.overflowed = True
 
     def get(self, timeout: float | None = None) -> Event | None:
         try:
             return self.queue.get(timeout=timeout)
         except queue.Empty:
             return None
+
+    def drain(self) -> list[Event]:
+        """Everything already waiting, without blocking."""
+        events = []
+        while True:
+            try:
+                events.append(self.queue.get_nowait())
+            except queue.Empty:
+                return events
 
     def close(self) -> None:
         self.hub.unsubscribe(self)
@@ -40,25 +67,48 @@ class LocalHub:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._subscribers: dict[int, set[Subscription]] = defaultdict(set)
+        self._by_conversation: dict[int, set[Subscription]] = defaultdict(set)
+        self._by_user: dict[int, set[Subscription]] = defaultdict(set)
+        self._live: dict[int, LiveState] = {}
 
     def publish(self, conversation_id: int, event: Event) -> None:
         with self._lock:
-            subscribers = list(self._subscribers.get(conversation_id, ()))
+            live = self._live.setdefault(conversation_id, LiveState())
+            live.apply(event)
+            if live.run_id is None:
+                self._live.pop(conversation_id, None)
+            subscribers = list(self._by_conversation.get(conversation_id, ()))
         for subscription in subscribers:
-            with contextlib.suppress(queue.Full):
-                subscription.queue.put_nowait(event)
+            subscription.put(event)
 
-    def subscribe(self, conversation_id: int) -> Subscription:
-        subscription = Subscription(self, conversation_id)
+    def publish_user(self, user_id: int, event: Event) -> None:
         with self._lock:
-            self._subscribers[conversation_id].add(subscription)
+            subscribers = list(self._by_user.get(user_id, ()))
+        for subscription in subscribers:
+            subscription.put(event)
+
+    def subscribe(self, conversation_id: int, user_id: int | None = None) -> Subscription:
+        # Snapshot and registration under one lock: every event after the snapshot is queued.
+        with self._lock:
+            snapshot = self._live.get(conversation_id, LiveState()).copy()
+            subscription = Subscription(self, conversation_id, user_id, snapshot)
+            self._by_conversation[conversation_id].add(subscription)
+            if user_id is not None:
+                self._by_user[user_id].add(subscription)
         return subscription
+
+    def live_state(self, conversation_id: int) -> LiveState:
+        with self._lock:
+            return self._live.get(conversation_id, LiveState()).copy()
 
     def unsubscribe(self, subscription: Subscription) -> None:
         with self._lock:
-            subscribers = self._subscribers.get(subscription.conversation_id)
-            if subscribers is not None:
-                subscribers.discard(subscription)
-                if not subscribers:
-                    del self._subscribers[subscription.conversation_id]
+            for index, key in (
+                (self._by_conversation, subscription.conversation_id),
+                (self._by_user, subscription.user_id),
+            ):
+                subscribers = index.get(key)
+                if subscribers is not None:
+                    subscribers.discard(subscription)
+                    if not subscribers:
+                        del index[key]

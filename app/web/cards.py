@@ -1,5 +1,430 @@
-"""Answering questionnaire cards from the page (being written)."""
+"""Answering questionnaire cards from the chat page.
 
-from flask import Blueprint
+One form for every card (templates/chat/_card.html). Field names:
+
+- ``csrf_token``: the CSRF token.
+- ``<step id>``: the step's answer. For choice steps each value is the option's value
+  JSON-encoded (``"feed_image"``, ``42``), so it maps back to the option exactly; a multi
+  step sends the field once per ticked box. A text step sends its text.
+- ``<step id>__text``: the typed answer of a choice step that allows free text. When it is
+  not blank it is the answer (it wins over a ticked choice).
+- ``dismiss=1``: skip the card (``{"dismissed": true}``).
+- ``approved=true|false``: the answer to a confirmation card.
+
+The route turns the fields into the result the tool expects (CONTRACT.md), checks each
+step with the card's own rules, and resumes the run through ``start_turn``. An htmx
+request gets the card's row back (the answered summary, or the card again with its errors
+and status 400/409); a plain form post is redirected to the chat page, or gets the chat
+page with the errors; a JSON client gets JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import (
+    Blueprint,
+    current_app,
+    g,
+    jsonify,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask_login import login_required
+from sqlalchemy import select
+from werkzeug.datastructures import MultiDict
+
+from app.chat.conversations import row_dict
+from app.chat.models import Conversation, Message
+from app.chat.runs import awaiting_card
+from app.tools.ui import check_step
+from app.web.access import is_htmx, owned_or_404
+from app.web.errors import ApiError, error_response
+from app.web.identity import db_session, wants_json
+from app.web.turns import start_turn
 
 bp = Blueprint("cards", __name__)
+
+FREE_TEXT_SUFFIX = "__text"
+DISMISS_FIELD = "dismiss"
+APPROVED_FIELD = "approved"
+NOT_AWAITING = (
+    "That question is not waiting for an answer any more (it was answered, skipped or never asked)."
+)
+
+
+# --- matching posted fields to the card ------------------------------------------------
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Strict equality, as the tools check answers: True is not 1, "6" is not 6."""
+    return type(a) is type(b) and a == b
+
+
+def option_json(value: Any) -> str:
+    """How an option's value is written into the form (and read back)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _option_index(step: dict, raw: str) -> int | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    for index, opt in enumerate(step.get("options") or []):
+        if _same(opt.get("value"), value):
+            return index
+    return None
+
+
+def _required(card: dict, step: dict) -> bool:
+    # A card answered {resultKey: ...} always needs its one answer.
+    return bool(step.get("required", True) or card.get("resultKey") is not None)
+
+
+@dataclass
+class ParsedAnswer:
+    """What the form said, step by step; `result` is set when every step is answered."""
+
+    result: dict | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    steps: dict[str, dict] = field(default_factory=dict)  # for re-rendering the form
+
+
+def _parse_step(card: dict, step: dict, form: MultiDict) -> tuple[Any, str | None, dict, bool]:
+    """(value, error, state for re-rendering, whether the value is typed free text)."""
+    step_id = step["id"]
+    kind = step.get("input")
+    title = step.get("title") or step_id
+    state: dict[str, Any] = {"chosen": [], "text": "", "free": ""}
+    if kind == "text":
+        text = form.get(step_id, "")
+        state["text"] = text
+        return text.strip(), None, state, False
+    raws = form.getlist(step_id)
+    chosen: list[int] = []
+    for raw in raws:
+        index = _option_index(step, raw)
+        if index is None:
+            return None, f"That is not one of the choices for “{title}”.", state, False
+        if index not in chosen:
+            chosen.append(index)
+    chosen.sort()
+    state["chosen"] = chosen
+    options = step.get("options") or []
+    if kind == "multi":
+        return [options[index]["value"] for index in chosen], None, state, False
+    free = form.get(step_id + FREE_TEXT_SUFFIX, "") if step.get("allowFreeText") else ""
+    state["free"] = free
+    if free.strip():
+        return free.strip(), None, state, True
+    if len(chosen) > 1:
+        return None, f"Choose only one answer for “{title}”.", state, False
+    return (options[chosen[0]]["value"] if chosen else None), None, state, False
+
+
+def parse_answer(card: dict, form: MultiDict) -> ParsedAnswer:
+    """Turn the posted form into the card's result shape, or per-step errors."""
+    parsed = ParsedAnswer()
+    steps = card.get("steps") or []
+    values: dict[str, Any] = {}
+    typed: dict[str, bool] = {}
+    for step in steps:
+        value, error, state, is_free = _parse_step(card, step, form)
+        parsed.steps[step["id"]] = state
+        if error is None:
+            error = check_step({**step, "required": _required(card, step)}, value)
+        if error:
+            parsed.errors[step["id"]] = error
+        values[step["id"]] = value
+        typed[step["id"]] = is_free
+    if parsed.errors:
+        return parsed
+    if not steps:
+        parsed.errors[""] = "This card has no question to answer."
+        return parsed
+    result_key = card.get("resultKey")
+    if result_key is None:
+        parsed.result = {"answers": values}
+        return parsed
+    only = steps[0]
+    free_key = card.get("freeTextKey")
+    if free_key and (only.get("input") == "text" or typed[only["id"]]):
+        parsed.result = {free_key: values[only["id"]]}
+    else:
+        parsed.result = {result_key: values[only["id"]]}
+    return parsed
+
+
+def parse_confirmation(form: MultiDict) -> dict | None:
+    answer = form.get(APPROVED_FIELD)
+    if answer not in ("true", "false"):
+        return None
+    return {"approved": answer == "true"}
+
+
+# --- what the template shows -----------------------------------------------------------
+
+
+def _dom_id(text: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", str(text))
+
+
+def _safe_thumbnail(url: Any) -> str | None:
+    """Only same-site paths (the tools give /workspace/assets/<id>)."""
+    if not isinstance(url, str) or not url.startswith("/") or url.startswith(("//", "/\\")):
+        return None
+    return url
+
+
+def _label_for(step: dict, value: Any) -> str:
+    for opt in step.get("options") or []:
+        if _same(opt.get("value"), value):
+            return str(opt.get("label", ""))
+    return value if isinstance(value, str) else option_json(value)
+
+
+def _answer_labels(step: dict, value: Any) -> list[str]:
+    if value is None or value == "" or value == []:
+        return []
+    if isinstance(value, list):
+        return [_label_for(step, item) for item in value]
+    if step.get("input") == "text":
+        return [str(value)]
+    return [_label_for(step, value)]
+
+
+def _summary(card: dict) -> list[dict]:
+    steps = card.get("steps") or []
+    answer = card.get("answer") or {}
+    if not isinstance(answer, dict) or not steps:
+        return []
+    result_key = card.get("resultKey")
+    if result_key is None:
+        answers = answer.get("answers") if isinstance(answer.get("answers"), dict) else {}
+        return [
+            {
+                "title": step.get("title", ""),
+                "answers": _answer_labels(step, answers.get(step["id"])),
+            }
+            for step in steps
+        ]
+    only = steps[0]
+    free_key = card.get("freeTextKey")
+    if free_key and free_key in answer:
+        labels = [str(answer[free_key])]
+    else:
+        labels = _answer_labels(only, answer.get(result_key))
+    return [{"title": only.get("title", ""), "answers": labels}]
+
+
+def _form_state(tool_use_id: Any) -> dict:
+    state = g.get("card_state")
+    if state and state.get("toolUseId") == tool_use_id:
+        return state
+    return {}
+
+
+def card_view(card: dict) -> dict:
+    """Everything _card.html needs, worked out once: ids, hints, checked options, the
+    errors and values of a rejected post, and the answered summary."""
+    tool_use_id = card.get("toolUseId", "")
+    base = "card-" + _dom_id(tool_use_id)
+    state = _form_state(tool_use_id)
+    posted = state.get("steps") or {}
+    errors = state.get("errors") or {}
+    steps = []
+    for number, step in enumerate(card.get("steps") or [], start=1):
+        step_id = step.get("id", str(number))
+        dom = f"{base}-{_dom_id(step_id)}"
+        kind = step.get("input", "single")
+        required = _required(card, step)
+        mine = posted.get(step_id)
+        default = step.get("default")
+        options = []
+        for index, opt in enumerate(step.get("options") or []):
+            if mine is not None:
+                checked = index in mine.get("chosen", [])
+            elif isinstance(default, list):
+                checked = any(_same(opt.get("value"), item) for item in default)
+            else:
+                checked = default is not None and _same(opt.get("value"), default)
+            options.append(
+                {
+                    "dom_id": f"{dom}-{index}",
+                    "label": str(opt.get("label", "")),
+                    "json": option_json(opt.get("value")),
+                    "description": opt.get("description") or "",
+                    "badge": opt.get("badge") or "",
+                    "thumbnail": _safe_thumbnail(opt.get("thumbnail")),
+                    "checked": checked,
+                }
+            )
+        max_length = int(step.get("maxLength") or 2000)
+        if kind == "text":
+            hint = f"Up to {max_length} characters."
+            if not required:
+                hint = "Optional. " + hint
+        elif kind == "multi":
+            hint = "Choose at least one." if required else "Choose any that apply (optional)."
+        else:
+            hint = "Choose one." if required else "Choose one (optional)."
+        if mine is not None:
+            text = mine.get("text", "")
+        else:
+            text = default if kind == "text" and isinstance(default, str) else ""
+        steps.append(
+            {
+                "id": step_id,
+                "number": number,
+                "dom_id": dom,
+                "title": step.get("title", ""),
+                "input": kind,
+                "required": required,
+                "options": options,
+                "free_text": bool(step.get("allowFreeText")) and kind == "single",
+                "free_value": (mine or {}).get("free", ""),
+                "text": text,
+                "max_length": max_length,
+                "placeholder": step.get("placeholder") or "",
+                "hint": hint,
+                "error": errors.get(step_id),
+            }
+        )
+    answer = card.get("answer") if isinstance(card.get("answer"), dict) else {}
+    arguments = card.get("arguments")
+    return {
+        "dom_id": base,
+        "kind": card.get("kind", "questionnaire"),
+        "status": card.get("status", "awaiting"),
+        "title": card.get("title") or _default_title(card),
+        "submit_label": card.get("submitLabel") or "Continue",
+        "steps": steps,
+        "multi_step": len(steps) > 1,
+        "error": state.get("error") or errors.get(""),
+        "summary": _summary(card),
+        "dismissed": card.get("status") == "dismissed",
+        "approved": answer.get("approved") if card.get("kind") == "confirmation" else None,
+        "reason": card.get("reason") or "",
+        "arguments": (
+            json.dumps(arguments, ensure_ascii=False, indent=2) if arguments is not None else ""
+        ),
+        "tool": card.get("tool", ""),
+    }
+
+
+def _default_title(card: dict) -> str:
+    if card.get("kind") == "confirmation":
+        return f"Allow {card.get('tool', 'this action')}?"
+    return "A question for you"
+
+
+@bp.app_template_global("card_view")
+def _card_view_global(card: dict) -> dict:
+    return card_view(card)
+
+
+# --- the route -------------------------------------------------------------------------
+
+
+def _card_row(conversation_id: int, tool_use_id: str) -> Message | None:
+    rows = db_session().scalars(
+        select(Message)
+        .where(Message.conversation_id == conversation_id, Message.kind == "card")
+        .order_by(Message.sequence.desc())
+    )
+    for row in rows:
+        if (row.meta.get("card") or {}).get("toolUseId") == tool_use_id:
+            return row
+    return None
+
+
+def _refused(
+    conversation_id: int,
+    tool_use_id: str,
+    status: int,
+    code: str,
+    message: str,
+    parsed: ParsedAnswer | None = None,
+):
+    """The card again, with what went wrong: its row for htmx, JSON for scripts, the chat
+    page for a plain form post."""
+    if wants_json() and not is_htmx():
+        return error_response(status, code, message)
+    errors = dict(parsed.errors) if parsed else {}
+    g.card_state = {
+        "toolUseId": tool_use_id,
+        "errors": errors,
+        "error": None if errors else message,
+        "steps": parsed.steps if parsed else {},
+    }
+    db_session().expire_all()
+    if not is_htmx():
+        page = current_app.view_functions["chat.show"](conversation_id=conversation_id)
+        return make_response(page, status)
+    row = _card_row(conversation_id, tool_use_id)
+    if row is None:
+        response = make_response(message, status)
+        response.headers["HX-Reswap"] = "none"
+        return response
+    html = render_template("chat/_row.html", row=row_dict(row), conversation_id=conversation_id)
+    return make_response(html, status)
+
+
+def _first_error(parsed: ParsedAnswer) -> str:
+    return next(iter(parsed.errors.values()))
+
+
+@bp.post("/chats/<int:conversation_id>/cards/<tool_use_id>")
+@login_required
+def answer(conversation_id: int, tool_use_id: str):
+    conversation = owned_or_404(Conversation, conversation_id)
+    card_row = awaiting_card(db_session(), conversation.id)
+    card = (card_row.meta.get("card") or {}) if card_row is not None else {}
+    if (
+        card_row is None
+        or card_row.meta.get("awaiting") != tool_use_id
+        or card.get("toolUseId") != tool_use_id
+    ):
+        return _refused(conversation.id, tool_use_id, 409, "CARD_NOT_AWAITING", NOT_AWAITING)
+
+    parsed: ParsedAnswer | None = None
+    if request.form.get(DISMISS_FIELD):
+        result = {"approved": False} if card.get("kind") == "confirmation" else {"dismissed": True}
+    elif card.get("kind") == "confirmation":
+        result = parse_confirmation(request.form)
+        if result is None:
+            message = "Choose Allow or Decline."
+            return _refused(conversation.id, tool_use_id, 400, "INVALID_ANSWER", message)
+    else:
+        parsed = parse_answer(card, request.form)
+        if parsed.errors:
+            message = _first_error(parsed)
+            return _refused(conversation.id, tool_use_id, 400, "INVALID_ANSWER", message, parsed)
+        result = parsed.result
+
+    try:
+        started = start_turn(conversation.id, None, (tool_use_id, result))
+    except ApiError as error:
+        if parsed is not None and error.code == 400:
+            steps = card.get("steps") or []
+            # A single-question card: the problem is with its one answer.
+            key = steps[0]["id"] if len(steps) == 1 else ""
+            parsed.errors[key] = error.description
+        return _refused(
+            conversation.id, tool_use_id, error.code, error.error_code, error.description, parsed
+        )
+
+    row = row_dict(started.rows[0])
+    if wants_json() and not is_htmx():
+        return jsonify({"runId": started.run.id, "row": row}), 202
+    if not is_htmx():
+        target = url_for("chat.show", conversation_id=conversation.id)
+        return redirect(f"{target}#m-{row['sequence']}", 303)
+    return render_template("chat/_row.html", row=row, conversation_id=conversation.id)

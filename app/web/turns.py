@@ -5,8 +5,9 @@ from __future__ import annotations
 from flask import current_app
 from flask_login import current_user
 
-from app.chat.conversations import row_dict
-from app.chat.events import RowPersisted
+from app.chat.conversations import conversation_dict, row_dict
+from app.chat.events import ConversationChanged, RowPersisted
+from app.chat.models import Conversation
 from app.chat.runs import cancel_active_run
 from app.chat.turns import StartedTurn, TurnRejected, submit_message, submit_tool_response
 from app.web.errors import ApiError
@@ -32,6 +33,8 @@ def start_turn(
         raise ApiError(rejection.status, rejection.message, rejection.code) from rejection
     for row in started.rows:
         services.hub.publish(conversation_id, RowPersisted(row_dict(row), started.run.id))
+    conversation = session.get(Conversation, conversation_id)
+    services.hub.publish_user(current_user.id, ConversationChanged(conversation_dict(conversation)))
     current_app.extensions["executor"].submit(started.run.id)
     return started
 

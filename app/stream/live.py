@@ -1,0 +1,105 @@
+"""The live part of an active run (current text segment, timeline, agent tokens), kept so
+a socket that joins mid-run first sees what the others already saw."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.chat import events as ev
+
+MAX_AGENT_TOKENS_CHARS = 60_000
+
+
+@dataclass
+class LiveState:
+    run_id: int | None = None
+    text: str = ""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def apply(self, event: ev.Event) -> None:
+        run_id = getattr(event, "run_id", None)
+        if isinstance(event, ev.Done):
+            if event.run_id == self.run_id:
+                self.reset(None)
+            return
+        if run_id is None or isinstance(event, ev.ConversationChanged):
+            return
+        if run_id != self.run_id:
+            if isinstance(event, ev.RowPersisted):
+                return  # a row from a request, not part of the live run
+            self.reset(run_id)
+        match event:
+            case ev.TextDelta(text=text):
+                self.text += text
+            case ev.HostTurn():
+                self.text = ""
+            case ev.RowPersisted(row=row) if row["kind"] in ("host", "card"):
+                self.text = ""
+            case ev.Timeline():
+                self._timeline(event)
+            case ev.AgentToken(agent=agent, text=text):
+                step = self._open_step("writing", agent)
+                if step is not None and len(step["tokens"]) < MAX_AGENT_TOKENS_CHARS:
+                    step["tokens"] += text
+
+    def reset(self, run_id: int | None) -> None:
+        self.run_id = run_id
+        self.text = ""
+        self.steps = []
+
+    def _timeline(self, event: ev.Timeline) -> None:
+        if event.state == "started":
+            last = self.steps[-1] if self.steps else None
+            if (
+                event.stage in ("resolving_context", "presenting")
+                and last is not None
+                and last["stage"] == event.stage
+            ):
+                last["state"] = "started"
+                if event.detail and event.detail not in last["details"]:
+                    last["details"].append(event.detail)
+                return
+            self.steps.append(
+                {
+                    "index": len(self.steps),
+                    "stage": event.stage,
+                    "agent": event.agent,
+                    "state": "started",
+                    "details": [event.detail] if event.detail else [],
+                    "tokens": "",
+                }
+            )
+            return
+        step = self._open_step(event.stage, event.agent)
+        if step is not None:
+            step["state"] = "done"
+
+    def _open_step(self, stage: str, agent: str | None) -> dict[str, Any] | None:
+        for step in reversed(self.steps):
+            if step["stage"] == stage and (agent is None or step["agent"] == agent):
+                return step
+        return None
+
+    def copy(self) -> LiveState:
+        return LiveState(
+            self.run_id, self.text, [dict(s, details=list(s["details"])) for s in self.steps]
+        )
+
+    def replay(self) -> list[ev.Event]:
+        """The state as events, for clients that only understand events (JSON sockets)."""
+        if self.run_id is None:
+            return []
+        events: list[ev.Event] = []
+        for step in self.steps:
+            for detail in step["details"] or [None]:
+                events.append(
+                    ev.Timeline(self.run_id, step["stage"], "started", step["agent"], detail)
+                )
+            if step["tokens"]:
+                events.append(ev.AgentToken(self.run_id, step["agent"], step["tokens"]))
+            if step["state"] == "done":
+                events.append(ev.Timeline(self.run_id, step["stage"], "done", step["agent"]))
+        if self.text:
+            events.append(ev.TextDelta(self.run_id, self.text))
+        return events

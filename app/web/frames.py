@@ -1,0 +1,163 @@
+"""Turning hub events into socket frames: JSON objects, or HTML fragments that htmx's
+websocket extension swaps out-of-band by id."""
+
+from __future__ import annotations
+
+import json
+
+from flask import render_template
+from markupsafe import escape
+
+from app.chat import events as ev
+from app.stream.live import LiveState
+
+
+def coalesce(events: list[ev.Event]) -> list[ev.Event]:
+    """Neighbouring text deltas (and agent tokens) of one run become one event."""
+    merged: list[ev.Event] = []
+    for event in events:
+        previous = merged[-1] if merged else None
+        if (
+            isinstance(event, ev.TextDelta)
+            and isinstance(previous, ev.TextDelta)
+            and previous.run_id == event.run_id
+        ):
+            merged[-1] = ev.TextDelta(event.run_id, previous.text + event.text)
+        elif (
+            isinstance(event, ev.AgentToken)
+            and isinstance(previous, ev.AgentToken)
+            and (previous.run_id, previous.agent) == (event.run_id, event.agent)
+        ):
+            merged[-1] = ev.AgentToken(event.run_id, event.agent, previous.text + event.text)
+        else:
+            merged.append(event)
+    return merged
+
+
+class JsonFrames:
+    """One JSON object per event (CONTRACT.md)."""
+
+    min_interval = 0.0
+
+    def __init__(self, conversation_id: int, snapshot: LiveState):
+        self.conversation_id = conversation_id
+        self.pending = snapshot.replay()
+
+    def opening(self) -> list[str]:
+        return self.render(self.pending)
+
+    def render(self, events: list[ev.Event]) -> list[str]:
+        return [json.dumps(ev.to_wire(event), ensure_ascii=False) for event in coalesce(events)]
+
+
+class HtmlFrames:
+    """HTML fragments; one frame per batch. The live area mirrors the hub's live state so
+    structural changes re-render the right element and text is appended cheaply."""
+
+    # The page gains nothing from more than ~30 DOM updates a second.
+    min_interval = 1 / 30
+
+    def __init__(self, conversation_id: int, snapshot: LiveState):
+        self.conversation_id = conversation_id
+        self.live = snapshot
+
+    def opening(self) -> list[str]:
+        return [self._live_area()] if self.live.run_id is not None else []
+
+    def render(self, events: list[ev.Event]) -> list[str]:
+        parts = [self._event(event) for event in coalesce(events)]
+        html = "".join(part for part in parts if part)
+        return [html] if html else []
+
+    def _event(self, event: ev.Event) -> str:
+        new_run = getattr(event, "run_id", None) not in (None, self.live.run_id) and not isinstance(
+            event, ev.RowPersisted | ev.ConversationChanged | ev.Done
+        )
+        steps_before = len(self.live.steps)
+        self.live.apply(event)
+        if new_run:
+            return self._live_area()
+        match event:
+            case ev.TextDelta(text=text):
+                return f'<div hx-swap-oob="beforeend:#live-text">{escape(text)}</div>'
+            case ev.HostTurn():
+                return '<div id="live-text" class="live-text" hx-swap-oob="true"></div>'
+            case ev.Timeline():
+                return self._timeline(steps_before)
+            case ev.AgentToken():
+                step = self._open_writing_step(event.agent)
+                if step is None:
+                    return ""
+                target = f"agent-tokens-{self.live.run_id}-{step['index']}"
+                return f'<div hx-swap-oob="beforeend:#{target}">{escape(event.text)}</div>'
+            case ev.RowPersisted(row=row):
+                html = _rows_append(row, self.conversation_id)
+                if row["kind"] in ("host", "card") and event.run_id == self.live.run_id:
+                    html += '<div id="live-text" class="live-text" hx-swap-oob="true"></div>'
+                return html
+            case ev.Done():
+                return _template("chat/_live.html", live=None, swap_oob=True) + _template(
+                    "chat/_composer.html",
+                    conversation_id=self.conversation_id,
+                    busy=False,
+                    swap_oob=True,
+                )
+            case ev.RunError(message=message):
+                return _template("chat/_banner.html", message=message, swap_oob=True)
+            case ev.ConversationChanged(conversation=conversation):
+                html = _template(
+                    "chat/_conversation_item.html",
+                    item=conversation,
+                    conversation=None,
+                    swap_oob=True,
+                )
+                if (
+                    conversation["id"] == self.conversation_id
+                    and conversation["status"] == "STREAMING"
+                ):
+                    html += _template(
+                        "chat/_composer.html",
+                        conversation_id=self.conversation_id,
+                        busy=True,
+                        swap_oob=True,
+                    )
+                return html
+        return ""
+
+    def _timeline(self, steps_before: int) -> str:
+        if len(self.live.steps) > steps_before:
+            step = self.live.steps[-1]
+            return (
+                '<ol hx-swap-oob="beforeend:#timeline-steps">'
+                + _template("chat/_timeline_step.html", step=step, run_id=self.live.run_id)
+                + "</ol>"
+            )
+        # A state or detail change: re-render only the steps' headers, so an expanded token
+        # viewer stays open.
+        return "".join(
+            _template(
+                "chat/_timeline_step_head.html", step=s, run_id=self.live.run_id, swap_oob=True
+            )
+            for s in self.live.steps
+        )
+
+    def _open_writing_step(self, agent: str):
+        for step in reversed(self.live.steps):
+            if step["stage"] == "writing" and step["agent"] == agent:
+                return step
+        return None
+
+    def _live_area(self) -> str:
+        return _template("chat/_live.html", live=self.live, swap_oob=True)
+
+
+def _rows_append(row: dict, conversation_id: int) -> str:
+    return (
+        '<div id="rows" hx-swap-oob="beforeend">'
+        + _template("chat/_row.html", row=row, conversation_id=conversation_id)
+        + "</div>"
+    )
+
+
+def _template(name: str, **context) -> str:
+    return render_template(name, **context)

@@ -1,0 +1,93 @@
+"""Browser tests: the real app on a live server thread, the fake model, and Debian's
+Chromium driven by Playwright (never a downloaded browser)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PASSWORD
+from tests.live import LiveServer
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: run `make browser` (make test does)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def live_app(make_app, fake_model):
+    return make_app(anthropic_base_url=fake_model.base_url)
+
+
+@pytest.fixture
+def live_server(live_app):
+    server = LiveServer(live_app).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def context(browser, request):
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    page_errors: list[str] = []
+    context.page_errors = page_errors
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page(context):
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    page.on("pageerror", lambda error: context.page_errors.append(str(error)))
+    return page
+
+
+@pytest.fixture
+def person(live_app):
+    """Ada's account; returns (email, password, user_id)."""
+    from app.accounts.service import create_user
+
+    with live_app.extensions["database"].session() as session:
+        user = create_user(session, "ada@example.com", PASSWORD)
+        session.commit()
+        return "ada@example.com", PASSWORD, user.id
+
+
+def log_in(page, live_server, email="ada@example.com", password=PASSWORD):
+    page.goto(f"{live_server.url}/login")
+    page.fill("input[name=email]", email)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/**")
+
+
+def screenshot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    return path

@@ -1,0 +1,25 @@
+"""A live server on a thread: the real werkzeug server, so websockets work in tests."""
+
+from __future__ import annotations
+
+import threading
+
+from werkzeug.serving import make_server
+
+
+class LiveServer:
+    def __init__(self, app):
+        self.app = app
+        self.server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.ws_url = self.url.replace("http://", "ws://")
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)

@@ -1,0 +1,193 @@
+"""The chat socket: who may connect, and what JSON clients receive."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import simple_websocket
+
+from app.accounts.models import ApiToken
+from app.chat.conversations import create_conversation
+from tests.fake_model import Turn, text
+from tests.live import LiveServer
+
+
+@pytest.fixture
+def app(make_app, fake_model):
+    return make_app(anthropic_base_url=fake_model.base_url)
+
+
+@pytest.fixture
+def server(app):
+    live = LiveServer(app).start()
+    yield live
+    live.stop()
+
+
+def _token(app, user_id):
+    with app.extensions["database"].session() as session:
+        from app.accounts.models import User
+
+        token, raw = ApiToken.issue(session.get(User, user_id), "test")
+        session.add(token)
+        session.commit()
+        return raw
+
+
+def _chat(app, user_id):
+    with app.extensions["database"].session() as session:
+        conversation = create_conversation(session, user_id)
+        session.commit()
+        return conversation.id
+
+
+def _connect(server, chat_id, token=None, origin=None, fmt="json", cookie=None):
+    headers = {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if origin:
+        headers["Origin"] = origin
+    if cookie:
+        headers["Cookie"] = cookie
+    query = "?format=json" if fmt == "json" else ""
+    return simple_websocket.Client.connect(
+        f"{server.ws_url}/ws/chats/{chat_id}{query}", headers=headers
+    )
+
+
+def _wait_subscribed(app, chat_id, timeout=5.0):
+    """The server subscribes right after the handshake; wait for it before acting."""
+    hub = app.extensions["services"].hub
+    deadline = time.monotonic() + timeout
+    while not hub._by_conversation.get(chat_id):
+        assert time.monotonic() < deadline, "the socket never subscribed"
+        time.sleep(0.005)
+
+
+def _frames_until_done(ws, timeout=10.0):
+    frames = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        raw = ws.receive(timeout=0.5)
+        if raw is None:
+            continue
+        frame = json.loads(raw)
+        frames.append(frame)
+        if frame["type"] == "done":
+            return frames
+    raise TimeoutError(frames)
+
+
+def _start_run(server, token, chat_id, message="hi"):
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{server.url}/api/chats/{chat_id}/loop",
+        data=json.dumps({"message": message}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request) as response:
+        return json.load(response)["runId"]
+
+
+def test_json_socket_streams_a_run(app, server, auth, fake_model):
+    user_id = auth.create()
+    token, chat_id = _token(app, user_id), _chat(app, user_id)
+    fake_model.script(Turn(text("Streaming over the socket works."), token_delay=0.01))
+    ws = _connect(server, chat_id, token=token)
+    _wait_subscribed(app, chat_id)
+    try:
+        run_id = _start_run(server, token, chat_id)
+        frames = _frames_until_done(ws)
+    finally:
+        ws.close()
+    types = [f["type"] for f in frames]
+    assert types[0] == "message" and frames[0]["row"]["kind"] == "user"
+    deltas = "".join(f["text"] for f in frames if f["type"] == "textDelta")
+    assert deltas == "Streaming over the socket works."
+    assert all(f["runId"] == run_id for f in frames if f["type"] in ("textDelta", "done"))
+    host_rows = [f["row"] for f in frames if f["type"] == "message" and f["row"]["kind"] == "host"]
+    assert host_rows[0]["content"] == "Streaming over the socket works."
+    assert frames[-1] == {"type": "done", "runId": run_id, "status": "completed"}
+
+
+def test_a_socket_joining_mid_run_gets_the_text_so_far(app, server, auth, fake_model):
+    user_id = auth.create()
+    token, chat_id = _token(app, user_id), _chat(app, user_id)
+    words = " ".join(f"word{n}" for n in range(40))
+    fake_model.script(Turn(text(words), token_delay=0.03))
+    _start_run(server, token, chat_id)
+    hub = app.extensions["services"].hub
+    deadline = time.monotonic() + 5
+    while len(hub.live_state(chat_id).text) < 30 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ws = _connect(server, chat_id, token=token)
+    try:
+        frames = _frames_until_done(ws)
+    finally:
+        ws.close()
+    first = frames[0]
+    assert first["type"] == "textDelta" and first["text"].startswith("word0 word1")
+    assert "".join(f["text"] for f in frames if f["type"] == "textDelta") == words
+
+
+# simple_websocket's client leaks its socket when a handshake is refused.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize(
+    "origin", ["http://evil.example", "https://127.0.0.1.evil.example", "null"]
+)
+def test_a_socket_from_another_origin_is_refused_before_upgrade(app, server, auth, origin):
+    user_id = auth.create()
+    token, chat_id = _token(app, user_id), _chat(app, user_id)
+    with pytest.raises(simple_websocket.ConnectionError):
+        _connect(server, chat_id, token=token, origin=origin)
+
+
+def test_a_socket_from_the_same_origin_is_accepted(app, server, auth):
+    user_id = auth.create()
+    token, chat_id = _token(app, user_id), _chat(app, user_id)
+    ws = _connect(server, chat_id, token=token, origin=server.url)
+    assert ws.connected
+    ws.close()
+
+
+def _closed_with_policy(ws):
+    try:
+        with pytest.raises(simple_websocket.ConnectionClosed) as closed:
+            ws.receive(timeout=5)
+        assert closed.value.reason == 1008
+    finally:
+        ws.sock.close()
+
+
+def test_a_socket_without_a_session_is_closed_and_sent_nothing(app, server, auth):
+    chat_id = _chat(app, auth.create())
+    ws = _connect(server, chat_id)
+    _closed_with_policy(ws)
+
+
+def test_a_socket_for_someone_elses_chat_is_closed_and_sent_nothing(app, server, auth):
+    owner = auth.create()
+    chat_id = _chat(app, owner)
+    intruder_token = _token(app, auth.create("eve@example.com"))
+    ws = _connect(server, chat_id, token=intruder_token)
+    _closed_with_policy(ws)
+
+
+def test_a_socket_with_a_revoked_or_bad_token_is_closed(app, server, auth):
+    chat_id = _chat(app, auth.create())
+    ws = _connect(server, chat_id, token="ld_not-a-real-token")
+    _closed_with_policy(ws)
+
+
+def test_a_session_cookie_works_on_the_socket(app, server, auth, client):
+    chat_id = _chat(app, auth.create())
+    auth.login()
+    cookie = f"session={client.get_cookie('session').value}"
+    ws = _connect(server, chat_id, cookie=cookie, origin=server.url)
+    assert ws.connected
+    assert ws.receive(timeout=0.3) is None  # accepted, nothing to say yet
+    ws.close()
