@@ -53,6 +53,7 @@ class Settings:
     port: int = 5000
     redis_url: str | None = None
     run_executor: str = "thread"
+    run_threads: int = 32
     anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
     model_provider: str = "demo"
@@ -103,6 +104,7 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         port=_int(env, "PORT", 5000),
         redis_url=env.get("REDIS_URL") or None,
         run_executor=executor,
+        run_threads=_int(env, "RUN_THREADS", 32),
         anthropic_api_key=api_key,
         anthropic_base_url=base_url,
         model_provider=provider,

@@ -13,3 +13,13 @@ csrf = CSRFProtect()
 migrate = Migrate()
 sock = Sock()
 limiter = Limiter(key_func=rate_limit_key, default_limits=[])
+
+
+def _message_limit() -> str:
+    from flask import current_app
+
+    return current_app.config["LOOPDESK"].rate_limit_messages
+
+
+# One budget per person shared by every way of sending a message (API and page).
+message_rate_limit = limiter.shared_limit(_message_limit, scope="messages", methods=["POST"])

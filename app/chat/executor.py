@@ -19,7 +19,7 @@ class RunExecutor(Protocol):
 
 
 class ThreadExecutor:
-    def __init__(self, services: Services, max_workers: int = 16):
+    def __init__(self, services: Services, max_workers: int):
         self.services = services
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="run")
         self.futures: dict[int, Future] = {}
@@ -43,4 +43,4 @@ class ThreadExecutor:
 def make_executor(services: Services) -> RunExecutor:
     if services.settings.run_executor == "dramatiq":
         raise NotImplementedError("RUN_EXECUTOR=dramatiq arrives with the worker processes")
-    return ThreadExecutor(services)
+    return ThreadExecutor(services, services.settings.run_threads)

@@ -16,6 +16,7 @@ from app.chat.conversations import (
 )
 from app.chat.models import Conversation, Run
 from app.chat.rows import rows_after
+from app.extensions import message_rate_limit
 from app.web.access import owned_or_404
 from app.web.errors import ApiError
 from app.web.identity import db_session
@@ -110,6 +111,7 @@ def _loop_request(data: dict, max_chars: int) -> tuple[str | None, tuple[str, di
 
 @bp.post("/chats/<int:conversation_id>/loop")
 @login_required
+@message_rate_limit
 def loop(conversation_id: int):
     owned_or_404(Conversation, conversation_id)
     services = current_app.extensions["services"]

@@ -20,6 +20,7 @@ from app.chat.conversations import (
 )
 from app.chat.models import STREAMING, Conversation
 from app.chat.rows import rows_after
+from app.extensions import message_rate_limit
 from app.web.access import is_htmx, owned_or_404
 from app.web.errors import ApiError
 from app.web.forms import ChatTitleForm, ConfirmForm
@@ -127,6 +128,7 @@ def rows(conversation_id: int):
 
 @bp.post("/chats/<int:conversation_id>/messages")
 @login_required
+@message_rate_limit
 def send_message(conversation_id: int):
     """The composer. Errors come back as a banner the page shows (409, 413, 429...)."""
     conversation = owned_or_404(Conversation, conversation_id)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from flask import Flask, jsonify, make_response, render_template
+import time
+
+from flask import Flask, jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
@@ -44,6 +46,22 @@ def error_response(status: int, code: str, message: str, headers=None):
     return response
 
 
+def _retry_after() -> int:
+    """Seconds until the limit resets, from flask-limiter's view of this request."""
+    from app.extensions import limiter
+
+    limit = limiter.current_limit
+    if limit is None:
+        return 60
+    return max(1, int(limit.reset_at - time.time()) + 1)
+
+
+def _wait_text(seconds: int) -> str:
+    if seconds < 90:
+        return f"{seconds} seconds"
+    return f"{round(seconds / 60)} minutes"
+
+
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(CSRFError)
     def _csrf(error: CSRFError):
@@ -52,6 +70,19 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api(error: ApiError):
         return error_response(error.code, error.error_code, error.description, error.extra_headers)
+
+    @app.errorhandler(429)
+    def _rate_limited(error):
+        retry_after = _retry_after()
+        message = f"Too many messages. Try again in {_wait_text(retry_after)}."
+        headers = {"Retry-After": str(retry_after)}
+        if request.headers.get("HX-Request") == "true":
+            # The page shows it as a banner.
+            html = render_template("chat/_banner.html", message=message, swap_oob=False)
+            response = make_response(html, 429)
+            response.headers.update({**headers, "HX-Retarget": "#banner", "HX-Reswap": "outerHTML"})
+            return response
+        return error_response(429, "RATE_LIMITED", message, headers)
 
     @app.errorhandler(HTTPException)
     def _http(error: HTTPException):
