@@ -16,7 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
-BENCHMARKS: tuple[str, ...] = ("inserts", "turn_start")
+BENCHMARKS: tuple[str, ...] = ("inserts", "turn_start", "relay")
 DATABASES: tuple[str, ...] = ("sqlite", "postgresql")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 

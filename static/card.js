@@ -285,16 +285,29 @@ window.LoopdeskCards = (function () {
     return all.length ? all[all.length - 1] : null;
   }
 
+  // Focus once the page has settled: rows may still be re-ordered or de-duplicated right
+  // after a swap (moving a focused element drops its focus).
+  function focusLater(id, ours) {
+    window.setTimeout(function () {
+      var card = document.getElementById(id);
+      if (!card) return;
+      if (!ours && (card !== newestAwaiting() || isTyping())) return;
+      if (card.contains(document.activeElement)) return;
+      var wizard = card.getAttribute("data-status") === "awaiting" ? enhance(card) : null;
+      focusCard(card, wizard);
+    }, 30);
+  }
+
   function enhanceWithin(root) {
     var newest = newestAwaiting();
     cardsIn(root || document).forEach(function (card) {
       var fresh = card.getAttribute("data-enhanced") !== "true";
-      var wizard = card.getAttribute("data-status") === "awaiting" ? enhance(card) : null;
+      if (card.getAttribute("data-status") === "awaiting") enhance(card);
       if (pendingFocus && card.id === pendingFocus) {
         pendingFocus = null;
-        focusCard(card, wizard);
+        focusLater(card.id, true);
       } else if (fresh && card === newest && !isTyping()) {
-        focusCard(card, wizard);
+        focusLater(card.id, false);
       }
     });
   }

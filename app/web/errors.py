@@ -36,7 +36,11 @@ class ApiError(HTTPException):
 
 
 def error_response(status: int, code: str, message: str, headers=None):
-    if wants_json():
+    if request.headers.get("HX-Request") == "true" and not request.path.startswith("/api/"):
+        # An htmx request swaps a fragment: say what went wrong in the page's banner.
+        response = make_response(render_template("chat/_banner.html", message=message), status)
+        response.headers.update({"HX-Retarget": "#banner", "HX-Reswap": "outerHTML"})
+    elif wants_json():
         response = jsonify({"error": {"code": code, "message": message}})
     else:
         response = make_response(render_template("error.html", status=status, message=message))
@@ -75,14 +79,7 @@ def register_error_handlers(app: Flask) -> None:
     def _rate_limited(error):
         retry_after = _retry_after()
         message = f"Too many messages. Try again in {_wait_text(retry_after)}."
-        headers = {"Retry-After": str(retry_after)}
-        if request.headers.get("HX-Request") == "true":
-            # The page shows it as a banner.
-            html = render_template("chat/_banner.html", message=message, swap_oob=False)
-            response = make_response(html, 429)
-            response.headers.update({**headers, "HX-Retarget": "#banner", "HX-Reswap": "outerHTML"})
-            return response
-        return error_response(429, "RATE_LIMITED", message, headers)
+        return error_response(429, "RATE_LIMITED", message, {"Retry-After": str(retry_after)})
 
     @app.errorhandler(HTTPException)
     def _http(error: HTTPException):

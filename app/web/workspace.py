@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, make_response, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 from sqlalchemy import select
 
 from app.web.access import owned_or_404
 from app.web.forms import OfferForm, PersonaForm
 from app.web.identity import db_session
-from app.workspace.models import Offer, Persona
+from app.workspace.images import placeholder_png
+from app.workspace.models import Offer, Persona, VisualAsset
 
 bp = Blueprint("workspace", __name__, url_prefix="/workspace")
 
@@ -23,6 +24,22 @@ def _offers() -> list[Offer]:
 @login_required
 def home():
     return redirect(url_for("workspace.offers"))
+
+
+@bp.get("/assets/<int:asset_id>")
+@login_required
+def asset_image(asset_id: int):
+    """The asset's image, or placeholder artwork in its offer's colours."""
+    asset = owned_or_404(VisualAsset, asset_id)
+    if asset.data:
+        response = make_response(asset.data)
+        response.headers["Content-Type"] = asset.content_type
+    else:
+        colours = tuple(asset.meta.get("colors") or ())
+        response = make_response(placeholder_png(colours))
+        response.headers["Content-Type"] = "image/png"
+    response.headers["Cache-Control"] = "private, max-age=3600"
+    return response
 
 
 @bp.get("/offers")

@@ -2,14 +2,81 @@
 
 from __future__ import annotations
 
-from tests.browser.conftest import log_in
-from tests.fake_model import Turn, text
+import json
+import shutil
+from pathlib import Path
+
+from app.workspace.models import Offer
+from tests.browser.conftest import log_in, screenshot
+from tests.fake_model import Turn, text, tool_use
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+QUIZ = {
+    "title": "Which morning type are you?",
+    "intro": "Five quick questions about your mornings.",
+    "questions": [
+        {
+            "question": f"What happens at {hour} am?",
+            "options": [
+                {"label": "Coffee and a plan", "scores": {"calm": 2}},
+                {"label": "Email avalanche", "scores": {"rushed": 2}},
+            ],
+        }
+        for hour in (6, 7, 8)
+    ],
+    "results": [
+        {
+            "key": "calm",
+            "headline": "The calm starter",
+            "description": "You protect your mornings.",
+            "call_to_action": "Join",
+        },
+        {
+            "key": "rushed",
+            "headline": "The rushed starter",
+            "description": "Mornings run you.",
+            "call_to_action": "Join",
+        },
+    ],
+}
+
+
+def _offer(live_app, user_id, name="Calm Mornings Coaching"):
+    with live_app.extensions["database"].session() as session:
+        offer = Offer(
+            user_id=user_id,
+            name=name,
+            description="Coaching for founders",
+            price="$490",
+            brand_colors=["#2f6f5e", "#f4d35e"],
+        )
+        session.add(offer)
+        session.commit()
+        return offer.id
 
 
 def _new_chat(page, live_server):
     page.goto(f"{live_server.url}/")
     page.click("text=+ New chat")
     page.wait_for_selector("#composer-input")
+    return int(page.url.rstrip("/").rsplit("/", 1)[1])
+
+
+def _send(page, message):
+    page.fill("#composer-input", message)
+    page.keyboard.press("Enter")
+
+
+def _pause_on_offer_card(fake_model, delay=0.0):
+    fake_model.script(
+        Turn(text("Let me check your offers."), tool_use("list_offers", {})),
+        Turn(
+            text("Which offer is the quiz for?"),
+            tool_use("select_offer", {"prompt": "Which offer is the quiz for?"}),
+            token_delay=delay,
+        ),
+    )
 
 
 def test_a_message_streams_in_and_becomes_a_row(page, live_server, person, fake_model, context):
@@ -19,8 +86,7 @@ def test_a_message_streams_in_and_becomes_a_row(page, live_server, person, fake_
     log_in(page, live_server)
     _new_chat(page, live_server)
 
-    page.fill("#composer-input", "Give me an idea")
-    page.keyboard.press("Enter")
+    _send(page, "Give me an idea")
 
     page.wait_for_selector("#live-text:has-text('Hello Ada')")
     page.wait_for_selector("#m-2 strong:has-text('bold')")
@@ -28,3 +94,137 @@ def test_a_message_streams_in_and_becomes_a_row(page, live_server, person, fake_
     page.wait_for_function("document.getElementById('live-text') === null")
     assert page.is_enabled("#composer-input")
     assert context.page_errors == []
+
+
+def test_full_conversation_with_timeline_agent_tokens_and_a_card(
+    page, live_server, person, fake_model, live_app
+):
+    offer_id = _offer(live_app, person[2])
+    _pause_on_offer_card(fake_model, delay=0.05)
+    log_in(page, live_server)
+    _new_chat(page, live_server)
+
+    _send(page, "Make a quiz for my coaching offer")
+
+    # While the second model call streams, the read tool shows as a quiet timeline step.
+    page.wait_for_selector("#timeline-steps :text('Resolving context')")
+    page.wait_for_selector(".card-q[data-status=awaiting]")
+    assert page.locator(".row-tool_result").count() == 0
+    fake_model.script(
+        Turn(
+            text("Writing your quiz now."),
+            tool_use("quiz", {"instructions": "Morning quiz", "offer_id": offer_id}),
+        ),
+        Turn(text(json.dumps(QUIZ, indent=1)), token_delay=0.02),
+        Turn(text("Your quiz **Which morning type are you?** is ready."), token_delay=0.02),
+    )
+
+    page.click(".card-q label:has-text('Calm Mornings Coaching')")
+    page.click(".card-q button[type=submit]:has-text('Use this offer')")
+
+    page.wait_for_selector("#timeline-steps :text('Writing Quiz')")
+    page.click(".tl-tokens summary")
+    page.wait_for_selector(".code-viewer:has-text('morning type')")
+    screenshot(page, "chat-page")
+    shutil.copy(screenshot(page, "chat-page"), DOCS / "chat-page.png") if DOCS.exists() else None
+    page.wait_for_selector(".agent-output h3:has-text('Which morning type are you?')")
+    page.wait_for_selector(".row-host strong:has-text('Which morning type are you?')")
+    assert page.locator(".card-q[data-status=answered]").count() == 1
+    assert "Calm Mornings Coaching" in page.inner_text(".card-q[data-status=answered]")
+    assert fake_model.rejections == []
+
+
+def test_reload_while_a_card_waits_shows_the_same_card_and_answering_resumes(
+    page, live_server, person, fake_model, live_app
+):
+    _offer(live_app, person[2])
+    _pause_on_offer_card(fake_model)
+    log_in(page, live_server)
+    _new_chat(page, live_server)
+    _send(page, "Quiz please")
+    card = page.wait_for_selector(".card-q[data-status=awaiting]")
+    card_id = card.get_attribute("id")
+
+    page.reload()
+
+    assert page.wait_for_selector(".card-q[data-status=awaiting]").get_attribute("id") == card_id
+    fake_model.script(Turn(text("Great, the coaching offer it is."), token_delay=0.01))
+    page.click(".card-q label:has-text('Calm Mornings Coaching')")
+    page.click(".card-q button[type=submit]")
+    page.wait_for_selector(".row-host:has-text('Great, the coaching offer it is.')")
+    assert page.locator(f"#{card_id}[data-status=answered]").count() == 1
+
+
+def test_reload_mid_stream_shows_the_text_so_far_and_keeps_streaming(
+    page, live_server, person, fake_model
+):
+    words = " ".join(f"w{n}" for n in range(120))
+    fake_model.script(Turn(text(words), token_delay=0.03))
+    log_in(page, live_server)
+    _new_chat(page, live_server)
+    _send(page, "Stream a lot")
+    page.wait_for_selector("#live-text:has-text('w10 ')")
+
+    page.reload()
+
+    page.wait_for_selector("#live-text")
+    text_after_reload = page.inner_text("#live-text")
+    assert text_after_reload.startswith("w0 w1 w2")
+    page.wait_for_selector("#m-2:has-text('w119')")
+    assert page.inner_text("#m-2").strip() == words
+    assert page.locator("#live-text").count() == 0
+
+
+def test_a_second_tab_sees_the_same_rows(context, page, live_server, person, fake_model):
+    fake_model.script(Turn(text("Both tabs see this."), token_delay=0.02))
+    log_in(page, live_server)
+    chat_id = _new_chat(page, live_server)
+    other = context.new_page()
+    other.goto(f"{live_server.url}/chats/{chat_id}")
+    other.wait_for_selector("#composer-input")
+    other.wait_for_timeout(300)  # its socket is open
+
+    _send(page, "Hello from tab one")
+
+    other.wait_for_selector("#m-1:has-text('Hello from tab one')")
+    other.wait_for_selector("#m-2:has-text('Both tabs see this.')")
+    page.wait_for_selector("#m-2:has-text('Both tabs see this.')")
+    assert page.inner_html("#rows") == other.inner_html("#rows")
+
+
+def test_the_conversation_list_shows_status_live(page, live_server, person, fake_model):
+    fake_model.script(Turn(text("slow " * 30), token_delay=0.05))
+    log_in(page, live_server)
+    chat_id = _new_chat(page, live_server)
+    _send(page, "Name this chat please")
+    page.wait_for_selector(f"#conv-{chat_id} .status-streaming")
+    assert "Name this chat please" in page.inner_text(f"#conv-{chat_id}")
+    page.wait_for_selector(f"#conv-{chat_id} .status-idle", state="attached")
+
+
+def test_stop_ends_the_run_and_the_composer_comes_back(page, live_server, person, fake_model):
+    fake_model.script(Turn(text("word " * 200), token_delay=0.05))
+    log_in(page, live_server)
+    _new_chat(page, live_server)
+    _send(page, "Talk for a long time")
+    page.wait_for_selector("#live-text:has-text('word word')")
+    page.click("button.stop")
+    page.wait_for_selector("#composer-input:not([disabled])")
+    assert page.locator("#live-text").count() == 0
+
+
+def test_a_busy_chat_shows_a_clear_banner_not_a_silent_failure(
+    page, live_server, person, fake_model
+):
+    fake_model.script(Turn(text("word " * 100), token_delay=0.05))
+    log_in(page, live_server)
+    chat_id = _new_chat(page, live_server)
+    _send(page, "First")
+    page.wait_for_selector("#live-text:has-text('word')")
+    # A second tab tries to send while the first run is still in flight.
+    other = page.context.new_page()
+    other.goto(f"{live_server.url}/chats/{chat_id}")
+    other.evaluate("document.getElementById('composer-input').disabled = false")
+    other.fill("#composer-input", "Second")
+    other.evaluate("document.getElementById('composer').requestSubmit()")
+    other.wait_for_selector("#banner.banner-shown:has-text('already being written')")
