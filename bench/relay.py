@@ -283,6 +283,10 @@ def summarize(tallies: list[Tally], tokens: int, cpu: CpuWindow) -> dict:
         "token_frames": sum(tally.token_frames for tally in tallies),
         "other_frames": sum(tally.other_frames for tally in tallies),
     }
+    first = [tally.first_token_ns / 1e6 for tally in tallies if tally.first_token_ns]
+    if first:
+        summary["first_token_p50_ms"] = round(statistics.median(first), 1)
+        summary["first_token_max_ms"] = round(max(first), 1)
     if latencies:
         summary |= {
             "p50_ms": round(statistics.median(latencies), 3),
@@ -327,8 +331,10 @@ def measure_relay(setup: Stack, streams: int, tokens: int, grace: float) -> dict
 
 
 def measure_level(setup: Stack, streams: int, tokens: int, grace: float) -> dict:
+    load = [round(os.getloadavg()[0], 2)]
     floor = measure_floor(setup, streams, tokens, grace)
     relay = measure_relay(setup, streams, tokens, grace)
+    load.append(round(os.getloadavg()[0], 2))
     ratio = relay.get("p99_ms", 0) / floor["p99_ms"] if floor.get("p99_ms") else None
     return {
         "streams": streams,
@@ -336,6 +342,7 @@ def measure_level(setup: Stack, streams: int, tokens: int, grace: float) -> dict
         "relay": relay,
         "floor": floor,
         "p99_ratio": round(ratio, 2) if ratio else None,
+        "load_average_1m": load,  # the machine's, before and after the level
     }
 
 
@@ -412,7 +419,11 @@ def _level_note(case: dict) -> str:
         f"{floor['client_cpu_ms_per_1k_tokens']} (SDK); "
         f"{per_frame:.2f} tokens per textDelta frame, "
         f"{relay['other_frames'] / streams:.0f} other frames per socket; "
-        f"model pace p50 {relay['model_tps_per_stream_p50']} tokens/s per stream"
+        f"model pace p50 {relay['model_tps_per_stream_p50']} tokens/s per stream; "
+        f"first token p50 {relay.get('first_token_p50_ms')} ms, max "
+        f"{relay.get('first_token_max_ms')} ms after POST /loop "
+        f"(floor {floor.get('first_token_p50_ms')}, {floor.get('first_token_max_ms')}); "
+        f"load average {case['load_average_1m'][0]} -> {case['load_average_1m'][1]}"
     )
 
 

@@ -39,6 +39,8 @@ class Tally:
     """What one stream's reader saw."""
 
     latencies_ns: list[int] = field(default_factory=list)
+    started_ns: int | None = None  # when the request that starts the stream was sent
+    first_arrival_ns: int | None = None
     first_stamp: int | None = None
     last_stamp: int | None = None
     token_frames: int = 0
@@ -50,7 +52,16 @@ class Tally:
     def tokens(self) -> int:
         return len(self.latencies_ns)
 
+    @property
+    def first_token_ns(self) -> int | None:
+        """From the request that starts the stream to the first token's arrival."""
+        if self.started_ns is None or self.first_arrival_ns is None:
+            return None
+        return self.first_arrival_ns - self.started_ns
+
     def record(self, text: str, arrival_ns: int) -> None:
+        if self.first_arrival_ns is None:
+            self.first_arrival_ns = arrival_ns
         for token in text.split():
             stamp = int(token)
             self.latencies_ns.append(arrival_ns - stamp)
@@ -139,6 +150,7 @@ class RelayClient:
     async def _one(self, stream: RelayStream) -> None:
         # Read while the POST is in flight: the run may stream before its 202 comes back.
         reading = asyncio.create_task(self._read_until_done(stream))
+        stream.tally.started_ns = time.time_ns()
         try:
             response = await self.http.post(
                 f"/api/chats/{stream.chat_id}/loop", json={"message": "Stream your stamps."}
@@ -209,6 +221,7 @@ async def relay_streams(
 
 
 async def _floor_one(client: anthropic.AsyncAnthropic, tally: Tally) -> None:
+    tally.started_ns = time.time_ns()
     stream = await client.messages.create(
         model="bench",
         max_tokens=8192,

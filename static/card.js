@@ -5,7 +5,7 @@
 // card takes the focus. User text is only ever written with textContent.
 "use strict";
 
-window.LoopdeskCards = (function () {
+window.LoopdeskCards = window.LoopdeskCards || (function () {
   var CARD = ".card-q";
   var STEP = "[data-card-step]";
   var CHOICE = "input[type=radio], input[type=checkbox]";

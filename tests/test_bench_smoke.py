@@ -82,3 +82,39 @@ def test_turn_start_benchmark_quick_on_sqlite(tmp_path):
         assert case["ratio_to_small"] > 0
         assert case["tail_rows"] > 0
     assert set(result["checks"]) == {"sqlite"}
+
+
+def test_relay_benchmark_quick(tmp_path):
+    """Three processes (stamped model, `flask serve`, the socket readers): every token of
+    both levels arrives, through the server and straight from the model."""
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--only",
+            "relay",
+            "--quick",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "relay p99 ms" in completed.stdout
+
+    result = json.loads((tmp_path / "relay.json").read_text())
+    assert result["quick"] is True
+    cases = result["cases"]
+    assert [case["streams"] for case in cases] == [1, 5]
+    for case in cases:
+        for part in (case["relay"], case["floor"]):
+            assert part["errors"] == {}
+            assert part["completed"] == case["streams"]
+            assert part["tokens_delivered"] == part["tokens_expected"]
+            assert part["tokens_expected"] == case["streams"] * result["tokens_per_stream"]
+            assert 0 < part["p50_ms"] <= part["p99_ms"]
+        assert case["relay"]["server_cpu_ms_per_1k_tokens"] > 0

@@ -18,7 +18,16 @@ from app.web.cards import card_view, parse_answer, parse_confirmation
 from app.workspace.models import Character, ImagePreset, Offer, Persona, VisualAsset
 from tests.chat.conftest import ChatDriver
 from tests.fake_model import Turn, text, tool_use
-from tests.web.helpers import add_offer, add_user, database, json_error, redirect_path
+from tests.web.helpers import (
+    add_conversation,
+    add_offer,
+    add_user,
+    anonymous_csrf,
+    assert_redirects_to_login,
+    database,
+    json_error,
+    redirect_path,
+)
 
 HTMX = {"HX-Request": "true"}
 XSS = "<script>alert(1)</script>"
@@ -794,8 +803,6 @@ def test_an_unknown_tool_use_id_is_409(app, chat, fake_model, workspace):
 def test_someone_elses_conversation_is_404(app, chat, fake_model, workspace):
     chat_id = pause(chat, fake_model, "select_offer", {}, "toolu_offer")
     eve = add_user(app, "eve@example.com")
-    from tests.web.helpers import add_conversation
-
     eves_chat = add_conversation(app, eve, "Eve's chat")
     response = post_card(chat, eves_chat, "toolu_offer", {"offer": value(workspace["calm"])})
     assert response.status_code == 404
@@ -822,12 +829,12 @@ def test_without_the_csrf_token_nothing_happens(app, chat, fake_model, workspace
 
 def test_logged_out_posts_go_to_login(app, chat, fake_model, workspace):
     chat_id = pause(chat, fake_model, "select_offer", {}, "toolu_offer")
-    chat.auth.logout()
-    response = chat.client.post(
-        f"/chats/{chat_id}/cards/toolu_offer", data={"offer": value(workspace["calm"])}
+    stranger = app.test_client()
+    response = stranger.post(
+        f"/chats/{chat_id}/cards/toolu_offer",
+        data={"offer": value(workspace["calm"]), "csrf_token": anonymous_csrf(stranger)},
     )
-    assert response.status_code in (302, 400)
-    chat.auth.login()
+    assert_redirects_to_login(response)
     assert_still_awaiting(chat, chat_id, "toolu_offer")
 
 
