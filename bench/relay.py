@@ -68,10 +68,20 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _libc_prctl():
+    with contextlib.suppress(OSError, AttributeError):
+        return ctypes.CDLL(None, use_errno=True).prctl
+    return None
+
+
+_PRCTL = _libc_prctl()  # looked up here: the child between fork and exec only calls it
+PR_SET_PDEATHSIG = 1
+
+
 def _die_with_parent() -> None:
     """Linux: the child gets SIGTERM if this process dies (even by SIGKILL)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def spawn(args: list[str], env: dict, log: Path) -> subprocess.Popen:
@@ -168,6 +178,7 @@ def flask(env: dict, *args: str) -> str:
         capture_output=True,
         text=True,
         timeout=CLI_SECONDS,
+        preexec_fn=_die_with_parent,
     )
     if completed.returncode != 0:
         raise RuntimeError(f"flask {' '.join(args)} failed:\n{completed.stderr[-2000:]}")

@@ -53,10 +53,10 @@ const Loopdesk = (() => {
       .observe(chat, { childList: true, subtree: true, characterData: true });
     chat.scrollTop = chat.scrollHeight;
 
-    // Every (re)connect: fetch the rows persisted while we were not listening.
-    document.body.addEventListener("htmx:wsOpen", () => {
-      const url = chat.dataset.rowsUrl + "?after=" + lastSequence(rows);
-      window.htmx.ajax("GET", url, { target: "#rows", swap: "beforeend" });
+    // Every (re)connect: tell the server the last row we hold; having subscribed first,
+    // it sends the rows persisted since, so nothing falls between fetch and subscribe.
+    document.body.addEventListener("htmx:wsOpen", (event) => {
+      event.detail.socketWrapper.sendImmediately(JSON.stringify({ after: lastSequence(rows) }));
     });
   }
 

@@ -97,7 +97,7 @@ class ParsedAnswer:
     steps: dict[str, dict] = field(default_factory=dict)  # for re-rendering the form
 
 
-def _parse_step(card: dict, step: dict, form: MultiDict) -> tuple[Any, str | None, dict, bool]:
+def _parse_step(step: dict, form: MultiDict) -> tuple[Any, str | None, dict, bool]:
     """(value, error, state for re-rendering, whether the value is typed free text)."""
     step_id = step["id"]
     kind = step.get("input")
@@ -136,7 +136,7 @@ def parse_answer(card: dict, form: MultiDict) -> ParsedAnswer:
     values: dict[str, Any] = {}
     typed: dict[str, bool] = {}
     for step in steps:
-        value, error, state, is_free = _parse_step(card, step, form)
+        value, error, state, is_free = _parse_step(step, form)
         parsed.steps[step["id"]] = state
         if error is None:
             error = check_step({**step, "required": _required(card, step)}, value)
@@ -357,6 +357,15 @@ def _refused(
     page for a plain form post."""
     if wants_json() and not is_htmx():
         return error_response(status, code, message)
+    db_session().expire_all()
+    row = _card_row(conversation_id, tool_use_id)
+    if row is None:
+        # No such card in this chat: nothing to show the message on.
+        if not is_htmx():
+            return error_response(status, code, message)
+        response = make_response(message, status)
+        response.headers["HX-Reswap"] = "none"
+        return response
     errors = dict(parsed.errors) if parsed else {}
     g.card_state = {
         "toolUseId": tool_use_id,
@@ -364,15 +373,9 @@ def _refused(
         "error": None if errors else message,
         "steps": parsed.steps if parsed else {},
     }
-    db_session().expire_all()
     if not is_htmx():
         page = current_app.view_functions["chat.show"](conversation_id=conversation_id)
         return make_response(page, status)
-    row = _card_row(conversation_id, tool_use_id)
-    if row is None:
-        response = make_response(message, status)
-        response.headers["HX-Reswap"] = "none"
-        return response
     html = render_template("chat/_row.html", row=row_dict(row), conversation_id=conversation_id)
     return make_response(html, status)
 

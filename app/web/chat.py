@@ -144,7 +144,13 @@ def send_message(conversation_id: int):
         return _banner_response(error.description, error.code, conversation.id, message)
     if not is_htmx():
         return redirect(url_for("chat.show", conversation_id=conversation.id))
-    return render_template("chat/_composer.html", conversation_id=conversation.id, busy=True)
+    # The answer carries the new state too, so the page is right even before its socket is.
+    db_session().refresh(conversation)
+    return render_template(
+        "chat/_composer.html", conversation_id=conversation.id, busy=True
+    ) + render_template(
+        "chat/_conversation_item.html", item=conversation, conversation=conversation, swap_oob=True
+    )
 
 
 def _banner_response(message: str, status: int, conversation_id: int, draft: str):

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import time
 from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, request
 from flask_login import current_user
 
+from app.chat.conversations import row_dict
+from app.chat.events import RowPersisted
 from app.chat.models import Conversation
+from app.chat.rows import rows_after
 from app.extensions import sock
 from app.web.frames import HtmlFrames, JsonFrames
 from app.web.identity import db_session
 
 bp = Blueprint("sockets", __name__)
 
+HELLO_SECONDS = 2.0
 POLICY_VIOLATION = 1008
 TRY_AGAIN_LATER = 1013
 WAIT_SECONDS = 1.0
@@ -64,17 +69,43 @@ def chat_socket(ws, conversation_id: int):
     try:
         for frame in frames.opening():
             ws.send(frame)
-        _relay(ws, subscription, frames)
+        if isinstance(frames, HtmlFrames):
+            # The page says which rows it holds as soon as it connects.
+            _catch_up(ws, conversation_id, frames, ws.receive(timeout=HELLO_SECONDS))
+        _relay(ws, subscription, frames, conversation_id)
     finally:
         subscription.close()
 
 
-def _relay(ws, subscription, frames) -> None:
+def _catch_up(ws, conversation_id: int, frames, message) -> None:
+    """Send the rows after the sequence the client holds (`{"after": N}`). We subscribed
+    before reading them, so a row persisted meanwhile arrives at least once."""
+    after = _hello_after(message)
+    if after is None:
+        return
+    with current_app.extensions["services"].database.session() as session:
+        rows = [row_dict(row) for row in rows_after(session, conversation_id, after)]
+    if rows:
+        for frame in frames.render([RowPersisted(row) for row in rows]):
+            ws.send(frame)
+
+
+def _hello_after(message) -> int | None:
+    if not message:
+        return None
+    try:
+        after = json.loads(message).get("after")
+    except (ValueError, AttributeError):
+        return None
+    return after if isinstance(after, int) and not isinstance(after, bool) and after >= 0 else None
+
+
+def _relay(ws, subscription, frames, conversation_id: int) -> None:
     last_send = 0.0
     while ws.connected:
         event = subscription.get(timeout=WAIT_SECONDS)
         if event is None:
-            _discard_client_messages(ws)
+            _read_client_messages(ws, conversation_id, frames)
             continue
         wait = frames.min_interval - (time.monotonic() - last_send)
         if wait > 0:
@@ -89,6 +120,10 @@ def _relay(ws, subscription, frames) -> None:
             return
 
 
-def _discard_client_messages(ws) -> None:
-    while ws.connected and ws.receive(timeout=0) is not None:
-        pass
+def _read_client_messages(ws, conversation_id: int, frames) -> None:
+    """Clients may send `{"after": N}` at any time to catch up; anything else is ignored."""
+    while ws.connected:
+        message = ws.receive(timeout=0)
+        if message is None:
+            return
+        _catch_up(ws, conversation_id, frames, message)

@@ -987,3 +987,24 @@ def test_card_view_summary_for_multi_step_answers(app):
             {"title": "Duration", "answers": ["6 seconds"]},
             {"title": "Script", "answers": ["Hi"]},
         ]
+
+
+def test_a_plain_post_for_an_unknown_card_is_a_409_page(app, chat, fake_model, workspace):
+    chat_id = pause(chat, fake_model, "select_offer", {}, "toolu_offer")
+    response = post_card(chat, chat_id, "toolu_other", {"dismiss": "1"}, htmx=False)
+    assert response.status_code == 409
+    assert "not waiting for an answer" in response.get_data(as_text=True)
+    assert_still_awaiting(chat, chat_id, "toolu_offer")
+
+
+def test_a_plain_post_for_an_answered_card_shows_the_page_with_the_message(
+    app, chat, fake_model, workspace
+):
+    chat_id = pause(chat, fake_model, "select_offer", {}, "toolu_offer")
+    fake_model.script("Done.")
+    post_card(chat, chat_id, "toolu_offer", {"offer": value(workspace["calm"])})
+    resume(app, chat, fake_model, chat_id)
+    response = post_card(chat, chat_id, "toolu_offer", {"dismiss": "1"}, htmx=False)
+    assert response.status_code == 409
+    section = card_html(response.get_data(as_text=True), "toolu_offer")
+    assert 'data-status="answered"' in section and "not waiting for an answer" in section

@@ -191,3 +191,29 @@ def test_a_session_cookie_works_on_the_socket(app, server, auth, client):
     assert ws.connected
     assert ws.receive(timeout=0.3) is None  # accepted, nothing to say yet
     ws.close()
+
+
+def test_a_client_catches_up_by_saying_which_rows_it_holds(app, server, auth, fake_model):
+    from app.chat.rows import insert_message
+
+    user_id = auth.create()
+    token, chat_id = _token(app, user_id), _chat(app, user_id)
+    with app.extensions["database"].session() as session:
+        for n in range(1, 4):
+            insert_message(
+                session,
+                chat_id,
+                role="user",
+                kind="user",
+                content=f"row {n}",
+                meta={"blocks": [{"type": "text", "text": f"row {n}"}]},
+            )
+        session.commit()
+    ws = _connect(server, chat_id, token=token)
+    try:
+        ws.send(json.dumps({"after": 1}))
+        frames = [json.loads(ws.receive(timeout=3)) for _ in range(2)]
+    finally:
+        ws.close()
+    assert [f["row"]["content"] for f in frames] == ["row 2", "row 3"]
+    assert all(f["type"] == "message" for f in frames)
