@@ -91,3 +91,15 @@ def screenshot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=False)
     return path
+
+
+def wait_until(page, expression: str, timeout: float = 10.0) -> None:
+    """Poll a JS expression. (Playwright's wait_for_function evaluates strings inside the
+    page, which our Content-Security-Policy rightly forbids.)"""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(f"() => Boolean({expression})"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {expression}")
+        page.wait_for_timeout(25)

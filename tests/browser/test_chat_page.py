@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from app.workspace.models import Offer
-from tests.browser.conftest import log_in, screenshot
+from tests.browser.conftest import log_in, screenshot, wait_until
 from tests.fake_model import Turn, text, tool_use
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -91,7 +91,7 @@ def test_a_message_streams_in_and_becomes_a_row(page, live_server, person, fake_
     page.wait_for_selector("#live-text:has-text('Hello Ada')")
     page.wait_for_selector("#m-2 strong:has-text('bold')")
     assert page.inner_text("#m-1") == "Give me an idea"
-    page.wait_for_function("document.getElementById('live-text') === null")
+    wait_until(page, "document.getElementById('live-text') === null")
     assert page.is_enabled("#composer-input")
     assert context.page_errors == []
 
@@ -125,8 +125,8 @@ def test_full_conversation_with_timeline_agent_tokens_and_a_card(
     page.wait_for_selector("#timeline-steps :text('Writing Quiz')")
     page.click(".tl-tokens summary")
     page.wait_for_selector(".code-viewer:has-text('morning type')")
-    screenshot(page, "chat-page")
-    shutil.copy(screenshot(page, "chat-page"), DOCS / "chat-page.png") if DOCS.exists() else None
+    # The README's picture of the page: an answered card and the run timeline at work.
+    shutil.copy(screenshot(page, "chat-page"), DOCS / "chat-page.png")
     page.wait_for_selector(".agent-output h3:has-text('Which morning type are you?')")
     page.wait_for_selector(".row-host strong:has-text('Which morning type are you?')")
     assert page.locator(".card-q[data-status=answered]").count() == 1
