@@ -278,6 +278,22 @@ def per_stream_tps(tally: Tally) -> float | None:
     return (tally.tokens - 1) / ((tally.last_stamp - tally.first_stamp) / 1e9)
 
 
+def peak_concurrency(tallies: list[Tally]) -> int:
+    """The most streams whose tokens were being sent at one moment (first to last stamp):
+    below the level when the server is slow to start runs."""
+    edges = sorted(
+        edge
+        for tally in tallies
+        if tally.first_stamp is not None
+        for edge in ((tally.first_stamp, 1), (tally.last_stamp, -1))
+    )
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
 def summarize(tallies: list[Tally], tokens: int, cpu: CpuWindow) -> dict:
     latencies = [ns / 1e6 for tally in tallies for ns in tally.latencies_ns]
     delivered = sum(tally.tokens for tally in tallies)
@@ -291,6 +307,7 @@ def summarize(tallies: list[Tally], tokens: int, cpu: CpuWindow) -> dict:
         "tokens_expected": len(tallies) * tokens,
         "seconds": round(cpu.seconds, 2),
         "model_tps_per_stream_p50": round(statistics.median(rates), 1) if rates else None,
+        "peak_concurrent_streams": peak_concurrency(tallies),
         "token_frames": sum(tally.token_frames for tally in tallies),
         "other_frames": sum(tally.other_frames for tally in tallies),
     }
@@ -418,24 +435,25 @@ def _row(case: dict) -> list[str]:
     ]
 
 
-def _level_note(case: dict) -> str:
+def _level_notes(case: dict) -> list[str]:
     relay, floor, streams = case["relay"], case["floor"], case["streams"]
     per_frame = relay["tokens_delivered"] / max(1, relay["token_frames"])
-    return (
+    load = case["load_average_1m"]
+    return [
         f"{streams} stream(s): server {relay['server_cpu_percent']}% of a core, "
-        f"{relay['server_threads']['peak']} threads at peak; "
-        f"model CPU {relay['model_cpu_ms_per_1k_tokens']} ms/1k (relay run), "
-        f"{floor['model_cpu_ms_per_1k_tokens']} (floor run); "
-        f"this process {relay['client_cpu_ms_per_1k_tokens']} ms/1k (sockets), "
-        f"{floor['client_cpu_ms_per_1k_tokens']} (SDK); "
-        f"{per_frame:.2f} tokens per textDelta frame, "
-        f"{relay['other_frames'] / streams:.0f} other frames per socket; "
-        f"model pace p50 {relay['model_tps_per_stream_p50']} tokens/s per stream; "
-        f"first token p50 {relay.get('first_token_p50_ms')} ms, max "
-        f"{relay.get('first_token_max_ms')} ms after POST /loop "
-        f"(floor {floor.get('first_token_p50_ms')}, {floor.get('first_token_max_ms')}); "
-        f"load average {case['load_average_1m'][0]} -> {case['load_average_1m'][1]}"
-    )
+        f"{relay['server_threads']['peak']} threads at peak; at most "
+        f"{relay['peak_concurrent_streams']} streams sending at once "
+        f"(floor {floor['peak_concurrent_streams']}); first token "
+        f"p50 {relay.get('first_token_p50_ms')} ms, max {relay.get('first_token_max_ms')} ms "
+        f"after POST /loop (floor {floor.get('first_token_p50_ms')}, "
+        f"{floor.get('first_token_max_ms')}); load average {load[0]} -> {load[1]}",
+        f"    CPU ms per 1k tokens: model {relay['model_cpu_ms_per_1k_tokens']} (relay), "
+        f"{floor['model_cpu_ms_per_1k_tokens']} (floor); readers "
+        f"{relay['client_cpu_ms_per_1k_tokens']} (sockets), "
+        f"{floor['client_cpu_ms_per_1k_tokens']} (SDK); {per_frame:.2f} tokens per "
+        f"textDelta frame, {relay['other_frames'] / streams:.0f} other frames per socket; "
+        f"model pace p50 {relay['model_tps_per_stream_p50']} tokens/s per stream",
+    ]
 
 
 def _failure_notes(case: dict) -> list[str]:
@@ -453,11 +471,11 @@ def _failure_notes(case: dict) -> list[str]:
 
 
 def _notes(result: dict) -> list[str]:
-    notes = [_level_note(case) for case in result["cases"]]
+    notes = [note for case in result["cases"] for note in _level_notes(case)]
     notes += [note for case in result["cases"] for note in _failure_notes(case)]
     notes.append(
         f"{result['tokens_per_stream']} tokens per stream at {result['tps_per_stream']:.0f} "
-        f"tokens/s, all streams started at once; {result['server']}; {result['cpus']} CPUs. "
+        f"tokens/s, every stream's request sent at once; {result['server']}; {result['cpus']} CPUs. "
         "Latency: the model's write of a token to its arrival here. Floor: the same streams "
         "read by anthropic.AsyncAnthropic on one loop, no relay. CPU over the streaming "
         "window (loop POSTs to the last done frame)."

@@ -217,3 +217,16 @@ def test_a_client_catches_up_by_saying_which_rows_it_holds(app, server, auth, fa
         ws.close()
     assert [f["row"]["content"] for f in frames] == ["row 2", "row 3"]
     assert all(f["type"] == "message" for f in frames)
+
+
+def test_closing_the_socket_unsubscribes_it(app, server, auth):
+    user_id = auth.create()
+    token, chat_id = _token(app, user_id), _chat(app, user_id)
+    ws = _connect(server, chat_id, token=token)
+    _wait_subscribed(app, chat_id)
+    ws.close()
+    hub = app.extensions["services"].hub
+    deadline = time.monotonic() + 5
+    while hub._by_conversation.get(chat_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not hub._by_conversation.get(chat_id)
