@@ -7,9 +7,8 @@ from flask_login import current_user
 
 from app.chat.executor import make_executor
 from app.config import PROJECT_ROOT, load_settings
-from app.db import Database
 from app.extensions import csrf, limiter, login_manager, migrate, sock
-from app.services import build_services
+from app.services import build_services, make_database
 from app.web import identity
 
 CONTENT_SECURITY_POLICY = (
@@ -50,7 +49,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.config.update(flask_config)
     settings.instance_path.mkdir(parents=True, exist_ok=True)
 
-    database = Database(settings.database_url)
+    database = make_database(settings)
     app.extensions["database"] = database
     services = build_services(settings, database=database)
     app.extensions["services"] = services

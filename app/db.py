@@ -53,12 +53,13 @@ def _configure_sqlite(engine: Engine) -> None:
 def make_engine(url: str, **kwargs: Any) -> Engine:
     if url.startswith("sqlite"):
         kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
+        if url in ("sqlite://", "sqlite:///:memory:"):
+            kwargs.pop("pool_size", None)
+            kwargs.pop("max_overflow", None)
         engine = create_engine(url, **kwargs)
         _configure_sqlite(engine)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
-    kwargs.setdefault("pool_size", 10)
-    kwargs.setdefault("max_overflow", 20)
     return create_engine(url, **kwargs)
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 import httpx2 as httpx
 
@@ -15,6 +16,26 @@ from app.tools.build import build_registry
 from app.tools.registry import ToolRegistry
 
 
+class Cancellations:
+    """Runs stopped in this process: the loop checks here on every event, and asks the
+    database (where a stop from any process lands) only every few seconds."""
+
+    def __init__(self) -> None:
+        self._runs: set[int] = set()
+        self._lock = threading.Lock()
+
+    def add(self, run_id: int) -> None:
+        with self._lock:
+            self._runs.add(run_id)
+
+    def __contains__(self, run_id: int) -> bool:
+        return run_id in self._runs
+
+    def discard(self, run_id: int) -> None:
+        with self._lock:
+            self._runs.discard(run_id)
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -23,6 +44,7 @@ class Services:
     hub: Hub
     tools: ToolRegistry
     agents: AgentCatalog
+    cancellations: Cancellations = field(default_factory=Cancellations)
 
     def close(self) -> None:
         self.model.close()
@@ -46,13 +68,18 @@ def _demo_settings(settings: Settings) -> Settings:
     return replace(settings, anthropic_base_url="http://demo.invalid", anthropic_api_key="demo")
 
 
+def make_database(settings: Settings) -> Database:
+    # Every run thread may hold a connection while it persists; size the pool for them.
+    return Database(settings.database_url, pool_size=10, max_overflow=settings.run_threads + 10)
+
+
 def build_services(
     settings: Settings, database: Database | None = None, hub: Hub | None = None
 ) -> Services:
     agents = load_agents()
     return Services(
         settings=settings,
-        database=database or Database(settings.database_url),
+        database=database or make_database(settings),
         model=model_client(settings),
         hub=hub or LocalHub(),
         tools=build_registry(agents),

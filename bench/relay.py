@@ -191,7 +191,11 @@ def start_model(directory: Path, tokens: int) -> tuple[subprocess.Popen, str]:
     args += ["--first-token-delay", str(FIRST_TOKEN_DELAY)]
     log = directory / "model.log"
     process = spawn([sys.executable, "-m", "bench.stamped_model", *args], dict(os.environ), log)
-    wait_for_port(process, port, log)
+    try:
+        wait_for_port(process, port, log)
+    except BaseException:
+        stop(process)
+        raise
     return process, f"http://127.0.0.1:{port}"
 
 
@@ -475,10 +479,10 @@ def _notes(result: dict) -> list[str]:
     notes += [note for case in result["cases"] for note in _failure_notes(case)]
     notes.append(
         f"{result['tokens_per_stream']} tokens per stream at {result['tps_per_stream']:.0f} "
-        f"tokens/s, every stream's request sent at once; {result['server']}; {result['cpus']} CPUs. "
-        "Latency: the model's write of a token to its arrival here. Floor: the same streams "
-        "read by anthropic.AsyncAnthropic on one loop, no relay. CPU over the streaming "
-        "window (loop POSTs to the last done frame)."
+        f"tokens/s, every stream's request sent at once; {result['server']}; "
+        f"{result['cpus']} CPUs. Latency: the model's write of a token to its arrival "
+        "here. Floor: the same streams read by anthropic.AsyncAnthropic on one loop, no "
+        "relay. CPU over the streaming window (loop POSTs to the last done frame)."
     )
     return notes
 

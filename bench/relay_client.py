@@ -75,7 +75,7 @@ async def guarded(tally: Tally, work: Awaitable[None], deadline: float) -> None:
     try:
         await asyncio.wait_for(work, max(0.0, deadline - asyncio.get_running_loop().time()))
     except TimeoutError:
-        tally.error = "timeout (no done frame)" if not tally.done else "timeout"
+        tally.error = "timeout: the stream did not end in time"
     except StreamFailed as error:
         tally.error = str(error)
     except Exception as error:  # anything else is counted, not fatal

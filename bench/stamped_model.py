@@ -36,7 +36,10 @@ def chunk(data: bytes) -> bytes:
 
 
 # The text_delta event around a token, split so a token costs one bytes concatenation.
-DELTA_HEAD = b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "'
+DELTA_HEAD = (
+    b"event: content_block_delta\ndata: "
+    b'{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "'
+)
 DELTA_TAIL = b'"}}\n\n'
 
 
@@ -142,8 +145,8 @@ class StampedModel:
     async def stream(self, writer, model: str) -> None:
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-            b"cache-control: no-cache\r\nrequest-id: req_bench\r\ntransfer-encoding: chunked\r\n\r\n"
-            + chunk(opening_events(model))
+            b"cache-control: no-cache\r\nrequest-id: req_bench\r\n"
+            b"transfer-encoding: chunked\r\n\r\n" + chunk(opening_events(model))
         )
         await writer.drain()
         loop = asyncio.get_running_loop()

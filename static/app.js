@@ -57,6 +57,10 @@ const Loopdesk = (() => {
     // it sends the rows persisted since, so nothing falls between fetch and subscribe.
     document.body.addEventListener("htmx:wsOpen", (event) => {
       event.detail.socketWrapper.sendImmediately(JSON.stringify({ after: lastSequence(rows) }));
+      document.body.dataset.socket = "open";
+    });
+    document.body.addEventListener("htmx:wsClose", () => {
+      document.body.dataset.socket = "closed";
     });
   }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,7 @@ from app.tools.registry import Pause, Tool, ToolFailure, ToolResult
 log = logging.getLogger(__name__)
 
 HOST_MAX_TOKENS = 8192
+CANCEL_POLL_SECONDS = 2.0
 WRAP_UP_PROMPT_NOTE = "You have used every tool call this turn allows. Answer the person now."
 
 
@@ -72,6 +74,7 @@ class HostLoop:
         self.conversation_id = conversation_id
         self.user_id = user_id
         self.iterations = 0
+        self._last_cancel_check = 0.0
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -90,6 +93,7 @@ class HostLoop:
             )
         else:
             status = self._finish(status)
+        self.services.cancellations.discard(self.run_id)
         self.emit(ev.Done(self.run_id, status))
         self.announce_conversation()
         return status
@@ -351,6 +355,13 @@ class HostLoop:
             self.emit(ev.Timeline(self.run_id, "presenting", "done"))
 
     def is_cancelled(self) -> bool:
+        """Stopped here (at once) or from another process (seen within a few seconds)."""
+        if self.run_id in self.services.cancellations:
+            return True
+        now = time.monotonic()
+        if now - self._last_cancel_check < CANCEL_POLL_SECONDS:
+            return False
+        self._last_cancel_check = now
         with self.services.database.session() as session:
             return run_status(session, self.run_id) == RUN_CANCELLED
 

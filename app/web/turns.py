@@ -43,4 +43,6 @@ def stop_conversation(conversation_id: int):
     session = db_session()
     run = cancel_active_run(session, conversation_id)
     session.commit()
+    if run is not None:
+        current_app.extensions["services"].cancellations.add(run.id)
     return run

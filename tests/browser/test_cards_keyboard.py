@@ -40,6 +40,7 @@ def test_the_briefing_can_be_completed_with_the_keyboard_alone(
     log_in(page, live_server)
     page.goto(f"{live_server.url}/")
     page.click("text=+ New chat")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
     page.fill("#composer-input", "Plan a campaign")
     page.keyboard.press("Enter")
     page.wait_for_selector(".card-q[data-status=awaiting]")

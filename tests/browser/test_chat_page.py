@@ -59,7 +59,7 @@ def _offer(live_app, user_id, name="Calm Mornings Coaching"):
 def _new_chat(page, live_server):
     page.goto(f"{live_server.url}/")
     page.click("text=+ New chat")
-    page.wait_for_selector("#composer-input")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
     return int(page.url.rstrip("/").rsplit("/", 1)[1])
 
 
@@ -167,6 +167,7 @@ def test_reload_mid_stream_shows_the_text_so_far_and_keeps_streaming(
 
     page.reload()
 
+    page.wait_for_selector("body[data-socket=open]", state="attached")
     page.wait_for_selector("#live-text")
     text_after_reload = page.inner_text("#live-text")
     assert text_after_reload.startswith("w0 w1 w2")
@@ -181,8 +182,7 @@ def test_a_second_tab_sees_the_same_rows(context, page, live_server, person, fak
     chat_id = _new_chat(page, live_server)
     other = context.new_page()
     other.goto(f"{live_server.url}/chats/{chat_id}")
-    other.wait_for_selector("#composer-input")
-    other.wait_for_timeout(300)  # its socket is open
+    other.wait_for_selector("body[data-socket=open]", state="attached")
 
     _send(page, "Hello from tab one")
 

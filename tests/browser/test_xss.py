@@ -42,6 +42,7 @@ def test_payloads_execute_nothing_and_fire_no_request(
     log_in(page, live_server)
     page.goto(f"{live_server.url}/")
     page.click("text=+ New chat")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
     page.wait_for_selector("#composer-input")
     page.on("request", lambda request: requests.append(request.url))
 
