@@ -29,7 +29,7 @@ from app.chat.models import (
 )
 from app.chat.prompt import build_system_prompt
 from app.chat.rows import insert_message
-from app.chat.runs import claim_run, finish_run, run_status
+from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
 from app.chat.toolset import tools_for_step
 from app.db import utcnow
 from app.llm.client import AssistantTurn, ModelError, StreamCallbacks, StreamCancelled
@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 HOST_MAX_TOKENS = 8192
 CANCEL_POLL_SECONDS = 2.0
+ONE_QUESTION = (
+    "Only one question can be asked at a time; this one was not shown. "
+    "Ask it again after the person answers."
+)
 WRAP_UP_PROMPT_NOTE = "You have used every tool call this turn allows. Answer the person now."
 
 
@@ -99,7 +103,7 @@ class HostLoop:
         return status
 
     def _loop(self) -> str:
-        presenting = False
+        presenting = self.settle_approved_call()
         for _ in range(self.settings.max_iterations):
             turn = self.model_step(tool_choice={"type": "auto"}, presenting=presenting)
             row = self.persist_assistant_turn(turn)
@@ -223,45 +227,48 @@ class HostLoop:
     # -- tools --------------------------------------------------------------------------
 
     def run_tools(self, turn: AssistantTurn, assistant_row: Message) -> ToolOutcome:
-        question: tuple[dict, Tool] | None = None
+        """Run every tool call of the turn; at most one of them may ask the person (a UI
+        tool, or a call held for confirmation), and that one is asked last."""
+        question: tuple[dict, Tool, Pause | None] | None = None
         for tool_use in turn.tool_uses:
             self.check_cancelled()
             tool = self.services.tools.get(tool_use["name"])
             if tool is not None and tool.category == "ui":
-                if question is None:
-                    question = (tool_use, tool)
+                held: Pause | None = None
+            else:
+                held = self.call_tool(tool_use, tool)
+                if held is None:
                     continue
-                self.record_result(
-                    tool_use,
-                    tool.name,
-                    ToolResult(
-                        "Only one question can be asked at a time; this one was not shown. "
-                        "Ask it again after the person answers.",
-                        is_error=True,
-                    ),
-                )
+            if question is None:
+                question = (tool_use, tool, held)
                 continue
-            self.call_tool(tool_use, tool)
+            self.record_result(tool_use, tool.name, ToolResult(ONE_QUESTION, is_error=True))
         if question is None:
             return ToolOutcome(ran_tools=True)
-        return ToolOutcome(paused=self.ask(question[0], question[1], assistant_row))
+        return ToolOutcome(paused=self.ask(*question, assistant_row=assistant_row))
 
-    def call_tool(self, tool_use: dict, tool: Tool | None) -> None:
+    def call_tool(self, tool_use: dict, tool: Tool | None) -> Pause | None:
+        """Run one call and persist its result; a call that must be confirmed first comes
+        back as its confirmation card instead."""
         name = tool_use["name"]
         if tool is None:
             self.record_result(tool_use, name, ToolResult(f"There is no tool named {name}.", True))
-            return
+            return None
         problem = tool.validation_error(tool_use.get("input"))
         if problem:
             self.record_result(tool_use, name, ToolResult(problem, is_error=True))
-            return
+            return None
         stage = "resolving_context" if tool.category == "read" else None
         if stage:
             self.emit(ev.Timeline(self.run_id, stage, "started", detail=name))
         with self.services.database.session() as session:
             context = self.tool_context(session, tool_use)
             try:
-                result = _as_result(tool.handler(context, tool_use["input"]))
+                outcome = tool.handler(context, tool_use["input"])
+                if isinstance(outcome, Pause):
+                    session.commit()
+                    return outcome
+                result = _as_result(outcome)
             except ToolFailure as failure:
                 session.rollback()
                 result = ToolResult(str(failure), is_error=True)
@@ -285,22 +292,26 @@ class HostLoop:
         for row in rows:
             if not row.hidden:
                 self.emit(ev.RowPersisted(row_dict(row), self.run_id))
+        return None
 
     def record_result(self, tool_use: dict, name: str, result: ToolResult) -> None:
         with self.services.database.session() as session:
             self.persist_tool_result(session, tool_use, name, result)
             session.commit()
 
-    def ask(self, tool_use: dict, tool: Tool, assistant_row: Message) -> bool:
-        """Show the UI tool's card and pause. A tool that cannot ask (bad input, nothing
-        to choose from) answers the model with an error instead, and the loop goes on."""
-        problem = tool.validation_error(tool_use.get("input"))
+    def ask(self, tool_use: dict, tool: Tool, held: Pause | None, assistant_row: Message) -> bool:
+        """Show the card and pause: a UI tool's question, or a held call's confirmation.
+        A tool that cannot ask (bad input, nothing to choose from) answers the model with
+        an error instead, and the loop goes on."""
         with self.services.database.session() as session:
             context = self.tool_context(session, tool_use)
             try:
-                if problem:
-                    raise ToolFailure(problem)
-                pause = tool.handler(context, tool_use["input"])
+                pause = held
+                if pause is None:
+                    problem = tool.validation_error(tool_use.get("input"))
+                    if problem:
+                        raise ToolFailure(problem)
+                    pause = tool.handler(context, tool_use["input"])
                 if not isinstance(pause, Pause):
                     raise ToolFailure(f"{tool.name} did not produce a question.")
             except ToolFailure as failure:
@@ -323,6 +334,32 @@ class HostLoop:
             session.commit()
         self.emit(ev.ToolCallCard(self.run_id, tool_use["id"], tool.name, card))
         self.emit(ev.RowPersisted(row_dict(row), self.run_id))
+        return True
+
+    def settle_approved_call(self) -> bool:
+        """A confirmation the person approved runs now, with the exact arguments on the
+        card, exactly once; its result is what the model sees for that tool_use."""
+        with self.services.database.session() as session:
+            row = awaiting_approval(session, self.conversation_id)
+            if row is None:
+                return False
+            card = row.meta["card"]
+            tool = self.services.tools.get(card["tool"])
+            tool_use = {"id": card["toolUseId"], "name": card["tool"]}
+            context = self.tool_context(session, tool_use)
+            try:
+                handler = tool.on_approved or tool.handler
+                result = _as_result(handler(context, card["arguments"]))
+            except ToolFailure as failure:
+                session.rollback()
+                result = ToolResult(str(failure), is_error=True)
+            row = session.get(Message, row.id)
+            row.meta = {**row.meta, "card": {**card, "executed": True}}
+            rows = self.persist_tool_result(session, tool_use, tool.name, result)
+            session.commit()
+        for visible in rows:
+            if not visible.hidden:
+                self.emit(ev.RowPersisted(row_dict(visible), self.run_id))
         return True
 
     def tool_context(self, session, tool_use: dict) -> ToolContext:

@@ -125,3 +125,17 @@ def awaiting_card(session: Session, conversation_id: int) -> Message | None:
     if row is None or row.meta.get("card", {}).get("status") != "awaiting":
         return None
     return row
+
+
+def awaiting_approval(session: Session, conversation_id: int) -> Message | None:
+    """The latest card, when it is a confirmation approved but not yet carried out."""
+    row = session.scalar(
+        select(Message)
+        .where(Message.conversation_id == conversation_id, Message.kind == "card")
+        .order_by(Message.sequence.desc())
+        .limit(1)
+    )
+    card = row.meta.get("card", {}) if row is not None else {}
+    if card.get("kind") == "confirmation" and card.get("executed") is False:
+        return row
+    return None

@@ -118,6 +118,8 @@ def submit_tool_response(
             "That question is not waiting for an answer (it was answered, dismissed or never asked).",
         )
     card = card_row.meta["card"]
+    if card.get("kind") == "confirmation":
+        return _answer_confirmation(session, conversation, card_row, result)
     if result.get("dismissed") is True:
         answer = {"dismissed": True}
         if isinstance(result.get("user_message"), str):
@@ -130,6 +132,33 @@ def submit_tool_response(
         answer, status = result, "answered"
     _tool_result_row(session, conversation.id, card, answer)
     _close_card(card_row, status, answer)
+    return _start(session, conversation, "tool_response", [card_row])
+
+
+DECLINED = (
+    "The person declined this action, so it was not carried out. Do not retry it unless they ask."
+)
+
+
+def _answer_confirmation(session, conversation, card_row: Message, result: dict) -> StartedTurn:
+    """Approval runs the held call in the resumed run (bound to the card's exact
+    arguments, once); declining tells the model at once."""
+    approved = result.get("approved")
+    if result.get("dismissed") is True:
+        approved = False
+    if not isinstance(approved, bool):
+        raise TurnRejected(
+            400,
+            "INVALID_ANSWER",
+            'Answer a confirmation with {"approved": true} or {"approved": false}.',
+        )
+    card = card_row.meta["card"]
+    if approved:
+        _close_card(card_row, "answered", {"approved": True})
+        card_row.meta = {**card_row.meta, "card": {**card_row.meta["card"], "executed": False}}
+    else:
+        _tool_result_row(session, conversation.id, card, {"approved": False, "message": DECLINED})
+        _close_card(card_row, "answered", {"approved": False})
     return _start(session, conversation, "tool_response", [card_row])
 
 

@@ -36,6 +36,19 @@ class Pause:
     card: dict[str, Any]
 
 
+def confirmation(arguments: dict[str, Any], reason: str, title: str) -> Pause:
+    """Hold a call until the person approves exactly these arguments."""
+    return Pause(
+        {
+            "kind": "confirmation",
+            "title": title,
+            "arguments": arguments,
+            "reason": reason,
+            "steps": [],
+        }
+    )
+
+
 Handler = Callable[["ToolContext", dict[str, Any]], "ToolResult | Pause | Any"]
 ResponseCheck = Callable[["ToolContext", dict[str, Any], dict[str, Any]], str | None]
 
@@ -55,6 +68,9 @@ class Tool:
     check_response: ResponseCheck | None = None
     # One line for the system prompt's capability notes; None means not advertised.
     note: str | None = None
+    # A tool that pauses on a confirmation card: what runs, with the card's exact
+    # arguments, once the person approves.
+    on_approved: Handler | None = None
 
     def schema_for_model(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,99 @@
+"""Held calls: a tool that needs the person's approval pauses on a confirmation card; the
+approved call runs once with the card's exact arguments; declining tells the model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import func, select
+
+from app.tools.registry import Tool, ToolResult, confirmation
+from app.workspace.models import Character
+from tests.fake_model import Turn, text, tool_use
+
+
+def _save(ctx, args):
+    character = Character(user_id=ctx.user_id, name=args["name"])
+    ctx.session.add(character)
+    ctx.session.flush()
+    return ToolResult({"character_id": character.id, "name": character.name})
+
+
+@pytest.fixture
+def held_tool(app):
+    tool = Tool(
+        name="save_hero",
+        description="Save a hero (asks first).",
+        input_schema={
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+        },
+        category="action",
+        read_only=False,
+        handler=lambda ctx, args: confirmation(
+            args, "Saving changes your workspace.", f"Save {args['name']}?"
+        ),
+        on_approved=_save,
+    )
+    app.extensions["services"].tools.add(tool)
+    return tool
+
+
+def _characters(app):
+    with app.extensions["database"].session() as session:
+        return session.scalars(select(Character.name)).all()
+
+
+def _paused(chat, fake_model):
+    fake_model.script(
+        Turn(text("I'll save her."), tool_use("save_hero", {"name": "Mira"}, id="toolu_hold"))
+    )
+    chat_id = chat.new_chat()
+    run = chat.wait(chat.send(chat_id, "Save Mira"))
+    return chat_id, run
+
+
+def test_the_call_waits_for_approval_then_runs_once_with_the_card_arguments(
+    app, chat, fake_model, held_tool
+):
+    chat_id, run = _paused(chat, fake_model)
+    assert run["status"] == "awaiting"
+    card = chat.rows(chat_id)[-1]["card"]
+    assert card["kind"] == "confirmation" and card["tool"] == "save_hero"
+    assert card["arguments"] == {"name": "Mira"} and card["reason"]
+    assert _characters(app) == []
+
+    fake_model.script("Saved Mira.")
+    response = chat.answer(chat_id, "toolu_hold", {"approved": True})
+    assert chat.wait(response.get_json()["runId"])["status"] == "completed"
+
+    assert _characters(app) == ["Mira"]
+    result = fake_model.requests[-1]["messages"][-1]["content"][0]
+    assert result["tool_use_id"] == "toolu_hold"
+    assert json.loads(result["content"])["name"] == "Mira"
+    # The approval is spent: replaying it asks nothing and runs nothing.
+    assert chat.answer(chat_id, "toolu_hold", {"approved": True}).status_code == 409
+    assert _characters(app) == ["Mira"]
+    assert fake_model.rejections == []
+
+
+def test_declining_tells_the_model_and_runs_nothing(app, chat, fake_model, held_tool):
+    chat_id, _ = _paused(chat, fake_model)
+    fake_model.script("Understood, I won't save her.")
+    response = chat.answer(chat_id, "toolu_hold", {"approved": False})
+    chat.wait(response.get_json()["runId"])
+    assert _characters(app) == []
+    result = json.loads(fake_model.requests[-1]["messages"][-1]["content"][0]["content"])
+    assert result["approved"] is False and "declined" in result["message"]
+
+
+@pytest.mark.parametrize("answer", [{}, {"approved": "yes"}, {"approved": 1}, {"offer_id": 3}])
+def test_a_confirmation_only_takes_approved_true_or_false(app, chat, fake_model, held_tool, answer):
+    chat_id, _ = _paused(chat, fake_model)
+    response = chat.answer(chat_id, "toolu_hold", answer)
+    assert response.status_code == 400
+    assert chat.rows(chat_id)[-1]["card"]["status"] == "awaiting"
+    with app.extensions["database"].session() as session:
+        assert session.scalar(select(func.count()).select_from(Character)) == 0
