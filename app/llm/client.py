@@ -192,7 +192,8 @@ class ModelClient:
                     time.sleep(random.uniform(0.2, 0.6) * (attempt + 1))
                     continue
                 raise ModelError(kind or "api_error", message, status=error.status_code) from error
-            except anthropic.APIConnectionError as error:
+            except (anthropic.APIConnectionError, httpx.TransportError) as error:
+                # A connection that drops mid-stream surfaces as the transport's own error.
                 raise ModelError(
                     "connection_error", f"Could not reach the model: {error}"
                 ) from error

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 from sqlalchemy import select
 
@@ -273,3 +274,18 @@ def test_concurrent_messages_start_exactly_one_run(app, chat, fake_model):
     assert sorted(results) == [202, 409, 409, 409]
     with app.extensions["database"].session() as session:
         assert len(session.scalars(select(Run).where(Run.conversation_id == chat_id)).all()) == 1
+
+
+def test_a_connection_dropped_mid_stream_ends_the_run_with_a_clear_error(app, chat, fake_model):
+    fake_model.script(Turn(text("one two three four five six"), stall_after=2, stall_seconds=20))
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "hello")
+    fake_model.wait_for_requests(1)
+    time.sleep(0.2)
+
+    fake_model.stop()  # the model's server goes away mid-answer
+
+    run = chat.wait(run_id)
+    assert run["status"] == "error"
+    last = chat.rows(chat_id)[-1]
+    assert last["kind"] == "error" and "Could not reach the model" in last["content"]
