@@ -14,6 +14,7 @@ DEFAULT_INSTANCE = PROJECT_ROOT / "instance"
 
 DEFAULT_HOST_MODEL = "claude-sonnet-5-5"
 DEFAULT_FAST_MODEL = "claude-haiku-5-5"
+DEFAULT_IMAGE_MODEL = "gpt-image-1"
 
 
 def _bool(value: str | None, default: bool) -> bool:
@@ -69,8 +70,14 @@ class Settings:
     stream_idle_seconds: int = 90
     max_run_seconds: int = 1200
     fetch_allow_hosts: tuple[str, ...] = ()
+    # Media generation: an OpenAI-compatible images API when the URL is set (else the
+    # local draft renderer); no video provider exists yet.
+    image_provider_url: str | None = None
+    image_provider_key: str | None = None
+    image_model: str = DEFAULT_IMAGE_MODEL
+    video_provider_url: str | None = None
     open_signup: bool = True
-    max_message_chars: int = 20_000
+    max_message_chars: int = 100_000
     extra: dict = field(default_factory=dict)
 
     @property
@@ -122,7 +129,12 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         fetch_allow_hosts=tuple(
             h.strip() for h in (env.get("FETCH_ALLOW_HOSTS") or "").split(",") if h.strip()
         ),
+        image_provider_url=env.get("IMAGE_PROVIDER_URL") or None,
+        image_provider_key=env.get("IMAGE_PROVIDER_KEY") or None,
+        image_model=env.get("IMAGE_MODEL") or DEFAULT_IMAGE_MODEL,
+        video_provider_url=env.get("VIDEO_PROVIDER_URL") or None,
         open_signup=_bool(env.get("OPEN_SIGNUP"), True),
+        max_message_chars=_int(env, "MAX_MESSAGE_CHARS", 100_000),
     )
     values.update(overrides)
     if not values["secret_key"]:

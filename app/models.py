@@ -1,6 +1,7 @@
 """Every model, imported once so Alembic and the tests see the whole schema."""
 
 from app.accounts.models import ApiToken, User
+from app.agents.models import Guideline, GuidelineChange
 from app.chat.models import Conversation, Message, Run
 from app.db import Base
 from app.workspace.models import (
@@ -21,6 +22,8 @@ __all__ = [
     "Campaign",
     "Character",
     "Conversation",
+    "Guideline",
+    "GuidelineChange",
     "ImagePreset",
     "Message",
     "Offer",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import httpx2 as httpx
 
 from app.agents.catalog import AgentCatalog, load_agents
+from app.chat.budget import Calibration
 from app.config import Settings
 from app.db import Database
 from app.llm.client import ModelClient, make_anthropic
@@ -45,6 +46,7 @@ class Services:
     tools: ToolRegistry
     agents: AgentCatalog
     cancellations: Cancellations = field(default_factory=Cancellations)
+    calibration: Calibration = field(default_factory=Calibration)
 
     def close(self) -> None:
         self.model.close()

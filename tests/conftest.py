@@ -43,6 +43,21 @@ def pytest_sessionstart(session):
         redis.Redis.from_url(SERVICE_REDIS_URL).ping()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits():
+    """Rate-limit counters kept in Redis would leak from one test into the next (the
+    limiter takes its key prefix from the first app only): start each test clean."""
+    if SERVICE_REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(SERVICE_REDIS_URL)
+        keys = client.keys("LIMITS:*")
+        if keys:
+            client.delete(*keys)
+        client.close()
+    yield
+
+
 @pytest.fixture
 def database_url(tmp_path):
     if not SERVICE_DATABASE_URL.startswith("postgresql"):

@@ -8,9 +8,10 @@ import re
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from sqlalchemy.orm import Session
 
 from app.agents.catalog import AgentDefinition
-from app.agents.guidelines import append_guidelines, guidelines_from_file
+from app.agents.guidelines import append_guidelines, current_rules, guidelines_from_file
 from app.chat.events import AgentToken, Timeline
 from app.llm.client import StreamCallbacks
 from app.tools.context import ToolContext
@@ -26,8 +27,11 @@ def strip_code_fences(text: str) -> str:
     return match.group(1) if match else text.strip()
 
 
-def agent_system_prompt(agent: AgentDefinition) -> str:
-    return append_guidelines(agent.prompt, guidelines_from_file())
+def agent_system_prompt(agent: AgentDefinition, session: Session | None = None) -> str:
+    """The agent's prompt plus the shared guidelines as they are in the database now (an
+    admin's edit applies to the next run). Without a session: the seed file's rules."""
+    rules = guidelines_from_file() if session is None else current_rules(session)
+    return append_guidelines(agent.prompt, rules)
 
 
 def _context_message(ctx: ToolContext, args: dict[str, Any]) -> tuple[str, Offer | None]:
@@ -94,13 +98,14 @@ def run_agent(ctx: ToolContext, agent: AgentDefinition, args: dict[str, Any]) ->
     callbacks = StreamCallbacks(
         on_text=lambda text: ctx.emit(AgentToken(ctx.run_id, agent.name, text))
     )
+    system = agent_system_prompt(agent, ctx.session)
     output, problem = None, None
     for _attempt in range(2):
         turn = ctx.services.model.stream_turn(
             {
                 "model": model,
                 "max_tokens": agent.max_tokens,
-                "system": agent_system_prompt(agent),
+                "system": system,
                 "messages": messages,
             },
             callbacks,

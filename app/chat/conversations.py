@@ -49,4 +49,6 @@ def row_dict(row: Message) -> dict:
         data["card"] = row.meta["card"]
     if "agentOutput" in row.meta:
         data["agentOutput"] = row.meta["agentOutput"]
+    if "summary" in row.meta:
+        data["summary"] = row.meta["summary"]
     return data

@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import select, update
 
 from app.chat import events as ev
+from app.chat.context_window import HostRequestBuilder, PreparedRequest
 from app.chat.conversations import conversation_dict, row_dict
-from app.chat.history import build_history, continuing_tool_loop_without_thinking
 from app.chat.models import (
     RUN_AWAITING,
     RUN_CANCELLED,
@@ -27,25 +27,27 @@ from app.chat.models import (
     Message,
     Run,
 )
-from app.chat.prompt import build_system_prompt
 from app.chat.rows import insert_message
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
-from app.chat.toolset import tools_for_step
 from app.db import utcnow
-from app.llm.client import AssistantTurn, ModelError, StreamCallbacks, StreamCancelled
+from app.llm.client import (
+    AssistantTurn,
+    ContextTooLong,
+    ModelError,
+    StreamCallbacks,
+    StreamCancelled,
+)
 from app.services import Services
 from app.tools.context import ToolContext
 from app.tools.registry import Pause, Tool, ToolFailure, ToolResult
 
 log = logging.getLogger(__name__)
 
-HOST_MAX_TOKENS = 8192
 CANCEL_POLL_SECONDS = 2.0
 ONE_QUESTION = (
     "Only one question can be asked at a time; this one was not shown. "
     "Ask it again after the person answers."
 )
-WRAP_UP_PROMPT_NOTE = "You have used every tool call this turn allows. Answer the person now."
 
 
 class RunCancelled(Exception):
@@ -127,7 +129,7 @@ class HostLoop:
         self, tool_choice: dict, presenting: bool, wrap_up: bool = False
     ) -> AssistantTurn:
         self.check_cancelled()
-        request = self.build_request(tool_choice, wrap_up)
+        prepared = self.prepare(tool_choice, wrap_up)
         self.iterations += 1
         self.record_iteration()
         if presenting:
@@ -136,32 +138,28 @@ class HostLoop:
             on_text=lambda text: self.emit(ev.TextDelta(self.run_id, text)),
             should_stop=self.is_cancelled,
         )
-        return self.services.model.stream_turn(request, callbacks)
+        try:
+            turn = self.services.model.stream_turn(prepared.request, callbacks)
+        except ContextTooLong:
+            # Our estimate was off: compact harder once and try again; a second refusal
+            # ends the run with a clear error.
+            prepared = self.prepare(tool_choice, wrap_up, harder=True)
+            turn = self.services.model.stream_turn(prepared.request, callbacks)
+        self.services.calibration.record(
+            self.conversation_id, prepared.estimated_input, turn.usage.get("input_tokens", 0)
+        )
+        return turn
+
+    def prepare(self, tool_choice: dict, wrap_up: bool, harder: bool = False) -> PreparedRequest:
+        builder = HostRequestBuilder(self.services, self.conversation_id, self.services.calibration)
+        prepared = builder.prepare(tool_choice, wrap_up, harder)
+        for notice in prepared.notices:
+            self.emit(ev.RowPersisted(row_dict(notice), self.run_id))
+        return prepared
 
     def build_request(self, tool_choice: dict, wrap_up: bool) -> dict[str, Any]:
-        thinking_budget = self.settings.thinking_budget
-        # Read, then release the transaction before the (slow) model call.
-        with self.services.database.session() as session:
-            conversation = session.get(Conversation, self.conversation_id)
-            tools = tools_for_step(self.services.tools, conversation.tool_phase)
-            messages = build_history(
-                session, conversation, self.settings.history_message_cap, thinking_budget > 0
-            )
-            system = build_system_prompt(conversation, tools)
-        if wrap_up:
-            system = f"{system}\n\n{WRAP_UP_PROMPT_NOTE}"
-        request: dict[str, Any] = {
-            "model": self.settings.host_model,
-            "max_tokens": HOST_MAX_TOKENS,
-            "system": system,
-            "messages": messages,
-            "tools": [tool.schema_for_model() for tool in tools],
-            "tool_choice": tool_choice,
-        }
-        if thinking_budget > 0 and not continuing_tool_loop_without_thinking(messages):
-            request["max_tokens"] = HOST_MAX_TOKENS + thinking_budget
-            request["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
-        return request
+        """The request the next model call would send (history rebuilt from rows)."""
+        return self.prepare(tool_choice, wrap_up).request
 
     # -- persisting ---------------------------------------------------------------------
 
@@ -475,6 +473,11 @@ def _model_error_text(error: ModelError) -> str:
         return "The model is busy right now and did not answer. Please try again in a moment."
     if error.code == "connection_error":
         return "Could not reach the model. Check the connection settings and try again."
+    if error.code == "context_too_long":
+        return (
+            "This conversation no longer fits the model's context, even summarized. "
+            "Start a new chat to continue."
+        )
     if error.code == "authentication_error":
         return "The model refused the API key. An administrator needs to check the settings."
     return f"The model could not answer ({error.code}). Please try again."

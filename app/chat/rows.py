@@ -11,6 +11,7 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.chat.budget import estimate_blocks
 from app.chat.models import Conversation, Message
 from app.db import utcnow
 
@@ -42,6 +43,9 @@ def insert_message(
         .where(Message.conversation_id == conversation_id)
         .scalar_subquery()
     )
+    meta = dict(meta or {})
+    if meta.get("blocks") and "tokens" not in meta:
+        meta["tokens"] = estimate_blocks(meta["blocks"])  # cached for budgeting
     statement = (
         insert(Message)
         .values(
@@ -50,7 +54,7 @@ def insert_message(
             role=role,
             kind=kind,
             content=content,
-            meta=meta or {},
+            meta=meta,
             created_at=utcnow(),
         )
         .returning(Message)

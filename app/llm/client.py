@@ -217,6 +217,18 @@ class ModelClient:
             stream.close()
         return accumulator.turn()
 
+    def count_tokens(self, request: dict[str, Any]) -> int | None:
+        """The API's own count for a request, or None when it cannot be had."""
+        fields = {
+            k: request[k]
+            for k in ("model", "system", "messages", "tools", "thinking")
+            if k in request
+        }
+        try:
+            return self.anthropic.messages.count_tokens(**fields).input_tokens
+        except (anthropic.APIError, httpx.TransportError):
+            return None
+
     def close(self) -> None:
         self.anthropic.close()
 

@@ -8,6 +8,13 @@ import re
 from flask import Blueprint, current_app, jsonify, request
 from flask_login import current_user, login_required
 
+from app.agents.guidelines import (
+    MAX_RULES,
+    GuidelineError,
+    RuleInput,
+    ordered_guidelines,
+    replace_rules,
+)
 from app.chat.conversations import (
     conversation_dict,
     conversations_for,
@@ -18,6 +25,7 @@ from app.chat.models import Conversation, Run
 from app.chat.rows import rows_after
 from app.extensions import message_rate_limit
 from app.web.access import owned_or_404
+from app.web.admin import admin_required
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.web.turns import start_turn, stop_conversation
@@ -136,3 +144,73 @@ def get_run(run_id: int):
     if run.error:
         data["error"] = run.error
     return jsonify(data)
+
+
+# -- shared guidelines (admins) -------------------------------------------------------------
+
+RULE_FIELDS = {"id", "text", "enabled", "position"}  # position: echoed back from GET, ignored
+
+
+def _guideline_dict(guideline) -> dict:
+    return {
+        "id": guideline.id,
+        "text": guideline.text,
+        "enabled": guideline.enabled,
+        "position": guideline.position,
+    }
+
+
+def _rule_inputs(data: dict) -> list[RuleInput]:
+    unknown = set(data) - {"rules"}
+    if unknown:
+        raise ApiError(400, f"Unknown field(s): {', '.join(sorted(unknown))}.", "INVALID_FIELD")
+    items = data.get("rules")
+    if not isinstance(items, list):
+        raise ApiError(400, "'rules' must be a list of {id?, text, enabled?}.", "INVALID_FIELD")
+    if len(items) > MAX_RULES:
+        raise ApiError(400, f"There can be at most {MAX_RULES} rules.", "TOO_MANY_RULES")
+    parsed = []
+    for number, item in enumerate(items, start=1):
+        where = f"rules[{number - 1}]"
+        if not isinstance(item, dict):
+            raise ApiError(400, f"{where} must be an object.", "INVALID_FIELD")
+        unknown = set(item) - RULE_FIELDS
+        if unknown:
+            raise ApiError(
+                400, f"{where}: unknown field(s) {', '.join(sorted(unknown))}.", "INVALID_FIELD"
+            )
+        rule_id = item.get("id")
+        if rule_id is not None and (isinstance(rule_id, bool) or not isinstance(rule_id, int)):
+            raise ApiError(400, f"{where}.id must be a whole number.", "INVALID_FIELD")
+        value = item.get("text")
+        if not isinstance(value, str):
+            raise ApiError(400, f"{where}.text must be a string.", "INVALID_FIELD")
+        enabled = item.get("enabled")
+        if enabled is not None and not isinstance(enabled, bool):
+            raise ApiError(400, f"{where}.enabled must be true or false.", "INVALID_FIELD")
+        parsed.append(RuleInput(rule_id, value, enabled))
+    return parsed
+
+
+@bp.get("/admin/guidelines")
+@admin_required
+def get_guidelines():
+    session = db_session()
+    guidelines = ordered_guidelines(session)
+    session.commit()  # a first read seeds the rules
+    return jsonify({"rules": [_guideline_dict(g) for g in guidelines]})
+
+
+@bp.put("/admin/guidelines")
+@admin_required
+def put_guidelines():
+    """Replace the whole ordered list in one transaction; on any error nothing changes."""
+    items = _rule_inputs(json_body())
+    session = db_session()
+    try:
+        guidelines = replace_rules(session, items, current_user.id)
+    except GuidelineError as error:
+        session.rollback()
+        raise ApiError(400, str(error), "INVALID_RULES") from None
+    session.commit()
+    return jsonify({"rules": [_guideline_dict(g) for g in guidelines]})

@@ -1,16 +1,30 @@
-"""Workspace pages: offers and personas (list, create, edit)."""
+"""Workspace pages: offers and personas (list, create, edit), saved agent outputs and visual
+assets (list, filter, view, delete)."""
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, make_response, redirect, render_template, request, url_for
-from flask_login import current_user, login_required
-from sqlalchemy import select
+import json
+from typing import Any
+from urllib.parse import urlsplit
 
-from app.web.access import owned_or_404
-from app.web.forms import OfferForm, PersonaForm
+from flask import (
+    Blueprint,
+    current_app,
+    flash,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask_login import current_user, login_required
+from sqlalchemy import func, select
+
+from app.web.access import is_htmx, owned_or_404
+from app.web.forms import ConfirmForm, OfferForm, PersonaForm
 from app.web.identity import db_session
 from app.workspace.images import placeholder_png
-from app.workspace.models import Offer, Persona, VisualAsset
+from app.workspace.models import Offer, Output, Persona, VisualAsset
 
 bp = Blueprint("workspace", __name__, url_prefix="/workspace")
 
@@ -110,3 +124,206 @@ def edit_persona(persona_id: int | None = None):
         return redirect(url_for("workspace.personas"))
     status = 400 if request.method == "POST" else 200
     return render_template("workspace/persona_form.html", form=form, persona=persona), status
+
+
+# Saved outputs and visual assets
+
+
+def _offer_filter() -> int | None:
+    """The ?offer= filter as an id, or None for "all offers" (or anything unreadable)."""
+    raw = request.args.get("offer", "")
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 16 else None
+
+
+def _agent_names() -> dict[str, str]:
+    """Agent slug -> display name, from the loaded catalog."""
+    services = current_app.extensions.get("services")
+    catalog = getattr(services, "agents", None)
+    return {agent.slug: agent.name for agent in catalog} if catalog else {}
+
+
+def _wants_fragment(target: str) -> bool:
+    """An htmx request that swaps only `target` (a filter change), not a history restore."""
+    return is_htmx() and request.headers.get("HX-Target") == target
+
+
+def _count(model) -> int:
+    """How many `model` rows the caller owns."""
+    query = select(func.count()).select_from(model).where(model.user_id == current_user.id)
+    return db_session().scalar(query) or 0
+
+
+def _after_delete(title: str, listing: str, own_page: str, none_left: bool):
+    """htmx from a list: an empty answer that replaces (removes) the item. From the item's
+    own page, or once the last one is gone (to show the empty state): go to the list."""
+    if is_htmx():
+        current = urlsplit(request.headers.get("HX-Current-URL", "")).path
+        if not none_left and current.rstrip("/") != own_page:
+            return make_response("", 200)
+        flash(f"Deleted {title}.")
+        response = make_response("", 200)
+        response.headers["HX-Redirect"] = listing
+        return response
+    flash(f"Deleted {title}.")
+    return redirect(listing)
+
+
+def plain_text(value: Any) -> str:
+    """Structured content as indented plain text, for pasting into a document."""
+    return "\n".join(_text_lines(value, top=True)).strip("\n") + "\n"
+
+
+def _scalar_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _label(key: Any) -> str:
+    label = str(key).replace("_", " ").strip()
+    return label[:1].upper() + label[1:]
+
+
+def _text_lines(value: Any, top: bool = False) -> list[str]:
+    if isinstance(value, dict):
+        lines: list[str] = []
+        for key, item in value.items():
+            if isinstance(item, dict | list):
+                if top and lines:
+                    lines.append("")
+                lines.append(f"{_label(key)}:")
+                lines.extend("  " + line for line in _text_lines(item))
+            else:
+                first, *rest = _scalar_text(item).splitlines() or [""]
+                lines.append(f"{_label(key)}: {first}".rstrip())
+                lines.extend("  " + line for line in rest)
+        return lines
+    if isinstance(value, list):
+        lines = []
+        for number, item in enumerate(value, 1):
+            marker = f"{number}. "
+            first, *rest = _text_lines(item) or [""]
+            lines.append((marker + first).rstrip())
+            lines.extend((" " * len(marker) + line).rstrip() for line in rest)
+        return lines
+    return _scalar_text(value).splitlines() or [""]
+
+
+@bp.get("/outputs")
+@login_required
+def outputs():
+    session = db_session()
+    offer_id = _offer_filter()
+    agent = request.args.get("agent", "")[:60]
+    query = select(Output).where(Output.user_id == current_user.id)
+    if offer_id is not None:
+        query = query.where(Output.offer_id == offer_id)
+    if agent:
+        query = query.where(Output.agent == agent)
+    found = list(session.scalars(query.order_by(Output.created_at.desc(), Output.id.desc())))
+    has_any = bool(found) or _count(Output) > 0
+    names = _agent_names()
+    used = session.scalars(select(Output.agent).where(Output.user_id == current_user.id).distinct())
+    agents = dict(names)
+    for slug in used:
+        agents.setdefault(slug, slug)
+    context = {
+        "outputs": found,
+        "has_any": has_any,
+        "offers": {offer.id: offer for offer in _offers()},
+        "agent_names": names,
+        "agents": sorted(agents.items(), key=lambda item: item[1].lower()),
+        "offer_filter": offer_id,
+        "agent_filter": agent,
+        "form": ConfirmForm(),
+    }
+    if _wants_fragment("output-list"):
+        return render_template("workspace/_output_list.html", **context)
+    return render_template("workspace/outputs.html", **context)
+
+
+@bp.get("/outputs/<int:output_id>")
+@login_required
+def output(output_id: int):
+    saved = owned_or_404(Output, output_id)
+    offer = db_session().get(Offer, saved.offer_id) if saved.offer_id else None
+    return render_template(
+        "workspace/output.html",
+        output=saved,
+        offer=offer if offer and offer.user_id == current_user.id else None,
+        agent_name=_agent_names().get(saved.agent, saved.agent),
+        text=plain_text(saved.content),
+        json_text=json.dumps(saved.content, indent=2, ensure_ascii=False),
+        form=ConfirmForm(),
+    )
+
+
+@bp.post("/outputs/<int:output_id>/delete")
+@login_required
+def delete_output(output_id: int):
+    session = db_session()
+    saved = owned_or_404(Output, output_id)
+    title = saved.title
+    session.delete(saved)
+    session.commit()
+    return _after_delete(
+        title,
+        url_for("workspace.outputs"),
+        url_for("workspace.output", output_id=output_id),
+        none_left=not _count(Output),
+    )
+
+
+@bp.get("/assets")
+@login_required
+def assets():
+    session = db_session()
+    offer_id = _offer_filter()
+    query = select(VisualAsset).where(VisualAsset.user_id == current_user.id)
+    if offer_id is not None:
+        query = query.where(VisualAsset.offer_id == offer_id)
+    found = list(
+        session.scalars(query.order_by(VisualAsset.created_at.desc(), VisualAsset.id.desc()))
+    )
+    has_any = bool(found) or _count(VisualAsset) > 0
+    context = {
+        "assets": found,
+        "has_any": has_any,
+        "offers": {offer.id: offer for offer in _offers()},
+        "offer_filter": offer_id,
+        "form": ConfirmForm(),
+    }
+    if _wants_fragment("asset-list"):
+        return render_template("workspace/_asset_list.html", **context)
+    return render_template("workspace/assets.html", **context)
+
+
+@bp.get("/assets/<int:asset_id>/view")
+@login_required
+def view_asset(asset_id: int):
+    asset = owned_or_404(VisualAsset, asset_id)
+    offer = db_session().get(Offer, asset.offer_id) if asset.offer_id else None
+    return render_template(
+        "workspace/asset.html",
+        asset=asset,
+        offer=offer if offer and offer.user_id == current_user.id else None,
+        form=ConfirmForm(),
+    )
+
+
+@bp.post("/assets/<int:asset_id>/delete")
+@login_required
+def delete_asset(asset_id: int):
+    session = db_session()
+    asset = owned_or_404(VisualAsset, asset_id)
+    title = asset.title
+    session.delete(asset)
+    session.commit()
+    return _after_delete(
+        title,
+        url_for("workspace.assets"),
+        url_for("workspace.view_asset", asset_id=asset_id),
+        none_left=not _count(VisualAsset),
+    )

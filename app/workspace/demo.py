@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 
 from app.accounts.models import User
 from app.accounts.service import create_user
+from app.agents.guidelines import ensure_seeded
 from app.workspace.models import ImagePreset, Offer, Persona, VisualAsset
 
 DEMO_EMAIL = "demo@loopdesk.local"
@@ -122,7 +123,9 @@ def seed_workspace(session: Session, user: User) -> None:
 def seed_demo(session: Session) -> tuple[User, bool]:
     """Create the demo admin and workspace when no account exists yet.
 
-    Returns the demo user and whether anything was created."""
+    Returns the demo user and whether anything was created. The shared guidelines are
+    seeded here too when the database never had any."""
+    ensure_seeded(session)
     existing = session.scalar(select(User).where(User.email == DEMO_EMAIL))
     if existing is not None or session.scalar(select(func.count()).select_from(User)):
         seed_presets(session)

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from app.chat.models import Conversation, Message, Run
 
-LONG = "x" * 20_001
+LONG = "x" * 100_001  # one over MAX_MESSAGE_CHARS
 
 JSON_BODIES = [
     ({}, 400),

@@ -1,0 +1,155 @@
+"""Preparing one host request so that it fits the model's window, compacting the
+conversation first when its history does not."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.chat.budget import (
+    Calibration,
+    cap_oversized,
+    estimate_messages,
+    estimate_text,
+    estimate_tools,
+    input_budget,
+)
+from app.chat.compaction import Summarizer, rows_to_compact, save_summary
+from app.chat.history import (
+    cap_messages,
+    continuing_tool_loop_without_thinking,
+    load_tail,
+    merge_rows,
+    repair,
+)
+from app.chat.models import Conversation, Message
+from app.chat.prompt import build_system_prompt
+from app.chat.toolset import tools_for_step
+
+HOST_MAX_TOKENS = 8_192
+COMPACT_THRESHOLD = 0.85  # of the input budget
+RECENT_FRACTION = 0.5  # the recent window's share of the input budget
+PER_MESSAGE_FRACTION = 0.4  # one message's largest share before it is truncated
+VERIFY_FRACTION = 0.9  # above this share, ask the API to count
+WRAP_UP_NOTE = "You have used every tool call this turn allows. Answer the person now."
+
+
+@dataclass
+class PreparedRequest:
+    request: dict[str, Any]
+    estimated_input: int
+    notices: list[Message] = field(default_factory=list)
+
+
+@dataclass
+class HostRequestBuilder:
+    services: Any
+    conversation_id: int
+    calibration: Calibration
+
+    def prepare(self, tool_choice: dict, wrap_up: bool, harder: bool = False) -> PreparedRequest:
+        notices: list[Message] = []
+        draft = self._draft(tool_choice, wrap_up)
+        threshold = 0.5 if harder else COMPACT_THRESHOLD
+        if draft.history_tokens > draft.budget * threshold:
+            recent = int(draft.budget * RECENT_FRACTION * (0.5 if harder else 1))
+            notice = self._compact(draft.tail, recent)
+            if notice is not None:
+                notices.append(notice)
+                draft = self._draft(tool_choice, wrap_up)
+        prepared = draft.finish(notices)
+        if prepared.estimated_input > draft.budget * VERIFY_FRACTION:
+            counted = self.services.model.count_tokens(prepared.request)
+            if counted is not None and counted > draft.budget:
+                shrink = draft.budget / counted
+                prepared = draft.finish(notices, shrink=shrink * 0.95)
+        return prepared
+
+    def _draft(self, tool_choice: dict, wrap_up: bool) -> _Draft:
+        settings = self.services.settings
+        with self.services.database.session() as session:
+            conversation = session.get(Conversation, self.conversation_id)
+            tools = tools_for_step(self.services.tools, conversation.tool_phase)
+            tail = load_tail(session, conversation, settings.history_message_cap)
+            system = build_system_prompt(conversation, tools)
+            summarized_up_to = conversation.summarized_up_to_sequence
+        if wrap_up:
+            system = f"{system}\n\n{WRAP_UP_NOTE}"
+        keep_thinking = settings.thinking_budget > 0
+        messages = repair(
+            cap_messages(repair(merge_rows(tail), keep_thinking), settings.history_message_cap),
+            keep_thinking,
+        )
+        thinking = keep_thinking and not continuing_tool_loop_without_thinking(messages)
+        # A step with thinking off reserves no thinking budget.
+        max_tokens = HOST_MAX_TOKENS + (settings.thinking_budget if thinking else 0)
+        schemas = [tool.schema_for_model() for tool in tools]
+        factor = self.calibration.factor(self.conversation_id)
+        fixed = math.ceil((estimate_tools(schemas) + estimate_text(system)) * factor)
+        budget = input_budget(settings.context_window_tokens, max_tokens, fixed, 0)
+        request = {
+            "model": settings.host_model,
+            "max_tokens": max_tokens,
+            "system": system,
+            "tools": schemas,
+            "tool_choice": tool_choice,
+        }
+        if thinking:
+            request["thinking"] = {"type": "enabled", "budget_tokens": settings.thinking_budget}
+        return _Draft(
+            request=request,
+            messages=messages,
+            tail=tail,
+            budget=budget,
+            fixed=fixed,
+            factor=factor,
+            summarized_up_to=summarized_up_to,
+            history_tokens=math.ceil(estimate_messages(messages) * factor),
+        )
+
+    def _compact(self, tail: list[Message], recent_budget: int) -> Message | None:
+        settings = self.services.settings
+        with self.services.database.session() as session:
+            conversation = session.get(Conversation, self.conversation_id)
+            covered_before = conversation.summarized_up_to_sequence
+            summary = conversation.summary
+            older = rows_to_compact(session, conversation, tail, recent_budget)
+        if not older:
+            return None
+        # The summary call runs outside any transaction: it can take a while.
+        summarizer = Summarizer(
+            self.services.model, settings.fast_model, settings.context_window_tokens
+        )
+        new_summary = summarizer.update(summary, older)
+        with self.services.database.session() as session:
+            notice = save_summary(
+                session, self.conversation_id, covered_before, older[-1].sequence, new_summary
+            )
+            session.commit()
+        return notice
+
+
+@dataclass
+class _Draft:
+    request: dict[str, Any]
+    messages: list[dict[str, Any]]
+    tail: list[Message]
+    budget: int
+    fixed: int
+    factor: float
+    summarized_up_to: int
+    history_tokens: int
+
+    def finish(self, notices: list[Message], shrink: float = 1.0) -> PreparedRequest:
+        """Fit what is left: truncate an oversized message, then drop the oldest messages
+        (never splitting a tool pair) until the estimate is within the budget."""
+        budget = int(self.budget * shrink / self.factor)
+        messages = cap_oversized(self.messages, int(budget * PER_MESSAGE_FRACTION))
+        while estimate_messages(messages) > budget and len(messages) > 1:
+            messages = repair(cap_messages(messages, len(messages) - 1), "thinking" in self.request)
+        if estimate_messages(messages) > budget:
+            messages = cap_oversized(messages, budget // max(1, len(messages)) - 64)
+        request = {**self.request, "messages": messages}
+        estimate = math.ceil(estimate_messages(messages) * self.factor) + self.fixed
+        return PreparedRequest(request=request, estimated_input=estimate, notices=notices)

@@ -1,0 +1,278 @@
+"""Image providers: an OpenAI-compatible images API (against a tiny local server) and the
+local draft renderer; generate_image through the configured one."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from PIL import Image
+from sqlalchemy import func, select
+
+from app.config import load_settings
+from app.media.providers import (
+    ImageProviderError,
+    ImageStyle,
+    LocalDraftRenderer,
+    OpenAIImagesProvider,
+    image_provider,
+    images_endpoint,
+    normalise_colours,
+)
+from app.tools.registry import ToolFailure
+from app.workspace.models import VisualAsset
+from tests.tools import make_workspace
+
+
+def tiny_png(size=(8, 8), colour="#2f6f5e") -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, colour).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+class ImagesAPI:
+    """POST /v1/images/generations on 127.0.0.1; answers what the test sets."""
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.status = 200
+        self.payload: dict | bytes = {"created": 1, "data": [{"b64_json": ""}]}
+        self.delay = 0.0
+        self.image = tiny_png()
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                api.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": json.loads(self.rfile.read(length) or b"{}"),
+                    }
+                )
+                if api.delay:
+                    time.sleep(api.delay)
+                payload = api.payload
+                if isinstance(payload, dict) and payload.get("data") == [{"b64_json": ""}]:
+                    payload = {
+                        "created": 1,
+                        "data": [{"b64_json": base64.b64encode(api.image).decode()}],
+                    }
+                body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                try:
+                    self.send_response(api.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass  # the client gave up (timeout test)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def images_api():
+    api = ImagesAPI().start()
+    yield api
+    api.stop()
+
+
+STYLE = ImageStyle(preset="Editorial", description="Soft light", colors=("#2f6f5e",), title="T")
+
+
+# --- the HTTP provider -----------------------------------------------------------------
+
+
+def test_the_http_provider_posts_the_openai_request_and_decodes_the_image(images_api):
+    provider = OpenAIImagesProvider(images_api.url, "sk-test", "gpt-image-1")
+    image = provider.generate("A calm kitchen", 816, 1024, STYLE)
+    assert image.data == images_api.image
+    assert image.content_type == "image/png"
+    assert image.draft is False
+    assert image.provider == f"gpt-image-1 at 127.0.0.1:{images_api.server.server_address[1]}"
+    (sent,) = images_api.requests
+    assert sent["path"] == "/v1/images/generations"
+    assert sent["headers"]["authorization"] == "Bearer sk-test"
+    body = sent["body"]
+    assert body["model"] == "gpt-image-1"
+    assert body["size"] == "1024x1536"  # the nearest size that model accepts to 4:5
+    assert body["prompt"].startswith("A calm kitchen")
+    assert "Soft light" in body["prompt"] and "#2f6f5e" in body["prompt"]
+    # GPT image models always answer in base64 and reject response_format.
+    assert "response_format" not in body
+
+
+def test_other_models_are_asked_for_base64_at_their_sizes(images_api):
+    OpenAIImagesProvider(images_api.url + "/v1/", None, "dall-e-3").generate(
+        "x", 1024, 576, ImageStyle()
+    )
+    OpenAIImagesProvider(images_api.url, None, "flux-dev").generate("x", 576, 1024, ImageStyle())
+    dalle, flux = (sent["body"] for sent in images_api.requests)
+    assert dalle == {
+        "model": "dall-e-3",
+        "prompt": "x",
+        "size": "1792x1024",
+        "response_format": "b64_json",
+    }
+    assert flux["size"] == "576x1024" and flux["response_format"] == "b64_json"
+    assert "authorization" not in images_api.requests[1]["headers"]
+    assert {sent["path"] for sent in images_api.requests} == {"/v1/images/generations"}
+
+
+@pytest.mark.parametrize(
+    ("status", "payload", "expected"),
+    [
+        (
+            400,
+            {"error": {"message": "Your prompt was rejected by the safety system."}},
+            "rejected the request: HTTP 400: Your prompt was rejected by the safety system.",
+        ),
+        (401, {"error": {"message": "Incorrect API key"}}, "check IMAGE_PROVIDER_KEY"),
+        (429, {"error": "slow down"}, "rate limiting or out of quota: HTTP 429: slow down"),
+        (500, b"<html>boom</html>", "internal error: HTTP 500"),
+        (200, {"data": []}, "answered without any image data"),
+        (200, {"data": [{"url": "https://example.com/x.png"}]}, "without base64 image data"),
+        (200, {"data": [{"b64_json": "***"}]}, "not base64"),
+        (200, {"data": [{"b64_json": base64.b64encode(b"hello").decode()}]}, "not a PNG"),
+        (200, b"not json", "answered without any image data"),
+    ],
+)
+def test_http_provider_failures_are_clear_tool_failures(images_api, status, payload, expected):
+    images_api.status, images_api.payload = status, payload
+    provider = OpenAIImagesProvider(images_api.url, "k", "gpt-image-1")
+    with pytest.raises(ToolFailure) as caught:
+        provider.generate("x", 1024, 1024, ImageStyle())
+    assert isinstance(caught.value, ImageProviderError)
+    assert expected in str(caught.value)
+    assert str(caught.value).startswith(("The image provider (127.0.0.1:", "Could not reach"))
+
+
+def test_http_provider_timeouts_and_unreachable_hosts(images_api):
+    images_api.delay = 1.0
+    slow = OpenAIImagesProvider(images_api.url, None, "gpt-image-1", timeout=0.2)
+    with pytest.raises(ImageProviderError, match="did not answer within 0.2 seconds"):
+        slow.generate("x", 1024, 1024, ImageStyle())
+    closed = OpenAIImagesProvider("http://127.0.0.1:9", None, "gpt-image-1", timeout=2)
+    with pytest.raises(ImageProviderError, match=r"Could not reach the image provider \(127"):
+        closed.generate("x", 1024, 1024, ImageStyle())
+    with pytest.raises(ImageProviderError, match="IMAGE_PROVIDER_URL"):
+        OpenAIImagesProvider("ftp://example.com", None, "gpt-image-1")
+
+
+def test_endpoint_and_provider_choice():
+    assert images_endpoint("https://api.openai.com") == (
+        "https://api.openai.com/v1/images/generations"
+    )
+    assert images_endpoint("https://api.openai.com/v1/") == (
+        "https://api.openai.com/v1/images/generations"
+    )
+    assert images_endpoint("http://h/v1/images/generations") == "http://h/v1/images/generations"
+    env = {"SECRET_KEY": "k"}
+    assert isinstance(image_provider(load_settings(env=env)), LocalDraftRenderer)
+    configured = load_settings(
+        env={**env, "IMAGE_PROVIDER_URL": "https://img.example", "IMAGE_PROVIDER_KEY": "sk"}
+    )
+    assert configured.image_model == "gpt-image-1"
+    assert configured.video_provider_url is None
+    provider = image_provider(configured)
+    assert isinstance(provider, OpenAIImagesProvider)
+    assert (provider.api_key, provider.model) == ("sk", "gpt-image-1")
+    other = load_settings(env={**env, "IMAGE_MODEL": "dall-e-3", "VIDEO_PROVIDER_URL": "http://v"})
+    assert (other.image_model, other.video_provider_url) == ("dall-e-3", "http://v")
+
+
+# --- the draft renderer ----------------------------------------------------------------
+
+
+def test_the_draft_renderer_draws_a_labelled_png_in_the_brand_colours():
+    renderer = LocalDraftRenderer()
+    image = renderer.generate("Founder at sunrise " * 20, 576, 1024, STYLE)
+    assert (image.draft, image.provider, image.content_type) == (True, "local-draft", "image/png")
+    picture = Image.open(io.BytesIO(image.data))
+    assert picture.format == "PNG" and picture.size == (576, 1024)
+    colours = {colour for _count, colour in picture.convert("RGB").getcolors(1 << 20)}
+    assert (0x2F, 0x6F, 0x5E) in colours  # the brand colour itself, at the top
+    # Deterministic: the same input draws the same picture.
+    assert renderer.generate("Founder at sunrise " * 20, 576, 1024, STYLE).data == image.data
+    # No colours, one colour, odd words: still a picture.
+    for style in (ImageStyle(), ImageStyle(colors=("#ffffff",))):
+        assert Image.open(io.BytesIO(renderer.generate("x" * 300, 1024, 1024, style).data)).size
+
+
+def test_brand_colours_are_normalised():
+    assert normalise_colours(["#ABC", "teal", "not a colour", 7, "#2f6f5e", "#2F6F5E"]) == (
+        "#aabbcc",
+        "#008080",
+        "#2f6f5e",
+    )
+    assert normalise_colours(None) == ()
+
+
+# --- generate_image with the HTTP provider ---------------------------------------------
+
+
+@pytest.fixture
+def ws_http(make_app, images_api):
+    app = make_app(image_provider_url=images_api.url, image_provider_key="sk-test")
+    workspace = make_workspace(app)
+    yield workspace
+    workspace.session.close()
+
+
+def test_generate_image_through_the_http_provider_stores_the_asset(ws_http, images_api):
+    ws = ws_http
+    models = ws.call("list_generation_models")
+    assert models["images"]["provider"].startswith("gpt-image-1 at 127.0.0.1:")
+    assert models["images"]["draft"] is False
+
+    result = ws.call("generate_image", {"prompt": "A calm kitchen", "offer_id": ws.ids["offer"]})
+    asset = ws.session.get(VisualAsset, result.content["asset_id"])
+    assert asset.data == images_api.image and asset.content_type == "image/png"
+    assert asset.meta["draft"] is False and asset.meta["provider"].startswith("gpt-image-1")
+    assert result.content["draft"] is False and "note" not in result.content
+    assert result.visible_rows[0]["meta"]["agentOutput"]["draft"] is False
+    assert "#2f6f5e" in images_api.requests[0]["body"]["prompt"]
+
+
+def test_a_provider_error_through_the_tool_writes_nothing(ws_http, images_api):
+    ws = ws_http
+    images_api.status, images_api.payload = 400, {"error": {"message": "Bad prompt"}}
+    count = select(func.count()).select_from(VisualAsset)
+    before = ws.session.scalar(count)
+    with pytest.raises(ToolFailure, match="HTTP 400: Bad prompt"):
+        ws.call("generate_image", {"prompt": "x"})
+    assert ws.session.scalar(count) == before
+
+
+def test_list_generation_models_without_a_provider(make_app):
+    ws = make_workspace(make_app())
+    try:
+        models = ws.call("list_generation_models")
+        assert models["images"]["provider"] == "local-draft" and models["images"]["draft"]
+        assert models["video"]["available"] is False
+    finally:
+        ws.session.close()
