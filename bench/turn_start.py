@@ -2,7 +2,7 @@
 
 Turn start: `HostLoop.build_request`, everything the host loop does before the model call
 (the conversation row, the tool list for the step, the history rebuilt from the tail of the
-rows by `app.chat.history.build_history`, the system prompt, the tool schemas).
+rows, fitted to the token budget, the system prompt, the tool schemas).
 Floor: one core `SELECT` (no ORM) through the engine of the same rows the tail read returns:
 same WHERE, `ORDER BY sequence DESC`, same LIMIT.
 
@@ -38,6 +38,9 @@ from bench.inserts import POSTGRES_URL, Unreachable, open_database
 
 NAME = "turn_start"
 SMALL = 50
+# Budgeting and history preparation at 100, 1,000 and 10,000 rows (the context-budget
+# issue), beside the 50-row baseline the 2x target compares with.
+MIDDLE = (100, 1_000)
 LARGE = 10_000
 QUICK_LARGE = 2_000
 ITERATIONS = 300
@@ -343,7 +346,7 @@ def bench_database(name: str, sizes: tuple[int, ...], iterations: int) -> tuple[
 
 def run(*, quick: bool = False, databases=("sqlite", "postgresql"), rows: int | None = None):
     """`rows`, when given, replaces the long conversation's size."""
-    sizes = (SMALL, rows or (QUICK_LARGE if quick else LARGE))
+    sizes = (SMALL, rows or QUICK_LARGE) if quick or rows else (SMALL, *MIDDLE, LARGE)
     iterations = QUICK_ITERATIONS if quick else ITERATIONS
     result = {
         "name": NAME,

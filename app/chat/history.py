@@ -149,14 +149,6 @@ def cap_messages(messages: list[dict[str, Any]], cap: int) -> list[dict[str, Any
     return list(messages)
 
 
-def build_history(
-    session: Session, conversation: Conversation, cap: int, keep_thinking: bool
-) -> list[dict[str, Any]]:
-    rows = load_tail(session, conversation, cap)
-    messages = repair(merge_rows(rows), keep_thinking)
-    return repair(cap_messages(messages, cap), keep_thinking)
-
-
 def continuing_tool_loop_without_thinking(messages: list[dict[str, Any]]) -> bool:
     """With thinking on, the assistant turn whose tool results are being sent must start
     with its thinking block; a turn made with thinking off rules thinking out for this step."""
