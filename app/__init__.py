@@ -103,9 +103,19 @@ def _init_login(app: Flask) -> None:
 
 
 def _register_blueprints(app: Flask) -> None:
-    from app.web import admin, api, auth, cards, chat, settings_hub, sockets, workspace
+    from app.web import (
+        admin,
+        api,
+        auth,
+        cards,
+        chat,
+        memory_api,
+        settings_hub,
+        sockets,
+        workspace,
+    )
 
-    for module in (auth, chat, cards, workspace, settings_hub, admin, api, sockets):
+    for module in (auth, chat, cards, workspace, settings_hub, admin, api, memory_api, sockets):
         app.register_blueprint(module.bp)
 
 

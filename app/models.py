@@ -4,6 +4,7 @@ from app.accounts.models import ApiToken, User
 from app.agents.models import Guideline, GuidelineChange
 from app.chat.models import Conversation, Message, Run
 from app.db import Base
+from app.memory.models import MemoryChange, UserMemory
 from app.workspace.models import (
     Attachment,
     Campaign,
@@ -25,11 +26,13 @@ __all__ = [
     "Guideline",
     "GuidelineChange",
     "ImagePreset",
+    "MemoryChange",
     "Message",
     "Offer",
     "Output",
     "Persona",
     "Run",
     "User",
+    "UserMemory",
     "VisualAsset",
 ]

@@ -26,6 +26,7 @@ from app.chat.history import (
 from app.chat.models import Conversation, Message
 from app.chat.prompt import build_system_prompt
 from app.chat.toolset import tools_for_step
+from app.memory.store import memory_prompt, read_memory
 
 HOST_MAX_TOKENS = 8_192
 COMPACT_THRESHOLD = 0.85  # of the input budget
@@ -72,7 +73,8 @@ class HostRequestBuilder:
             conversation = session.get(Conversation, self.conversation_id)
             tools = tools_for_step(self.services.tools, conversation.tool_phase)
             tail = load_tail(session, conversation, settings.history_message_cap)
-            system = build_system_prompt(conversation, tools)
+            instructions, facts = read_memory(session, conversation.user_id)
+            system = build_system_prompt(conversation, tools, memory_prompt(instructions, facts))
             summarized_up_to = conversation.summarized_up_to_sequence
         if wrap_up:
             system = f"{system}\n\n{WRAP_UP_NOTE}"

@@ -17,8 +17,12 @@ def host_prompt() -> str:
     return HOST_PROMPT_FILE.read_text(encoding="utf-8").strip()
 
 
-def build_system_prompt(conversation: Conversation, tools: list[Tool]) -> str:
-    parts = [host_prompt(), capability_notes(tools)]
+def build_system_prompt(
+    conversation: Conversation, tools: list[Tool], about_person: str = ""
+) -> str:
+    """Host prompt and capability notes (stable), then the person's memory (changes
+    rarely), then the conversation's summary (changes as it grows)."""
+    parts = [host_prompt(), capability_notes(tools), about_person]
     if conversation.summary:
         parts.append(f"## Summary of the earlier conversation\n{conversation.summary}")
     return "\n\n".join(part for part in parts if part)

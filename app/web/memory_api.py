@@ -1,0 +1,135 @@
+"""The caller's memory over JSON: GET/PUT /api/memory, POST /api/memory/instruct and
+/api/memory/import. Every write goes through app.memory.store."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify
+from flask_login import current_user, login_required
+
+from app.memory.store import (
+    MAX_FACT_CHARS,
+    MAX_FACTS,
+    MAX_INSTRUCTIONS_CHARS,
+    MemoryRefused,
+    Operation,
+    apply_operations,
+    read_memory,
+    reconcile,
+)
+from app.web.api import json_body
+from app.web.errors import ApiError
+from app.web.identity import db_session
+
+bp = Blueprint("memory_api", __name__, url_prefix="/api/memory")
+
+
+def memory_dict(instructions: str, facts: list[str], **extra) -> dict:
+    return {"instructions": instructions, "memories": facts, **extra}
+
+
+def _current():
+    instructions, facts = read_memory(db_session(), current_user.id)
+    return memory_dict(instructions, facts)
+
+
+@bp.get("")
+@login_required
+def get_memory():
+    return jsonify(_current())
+
+
+def _facts_field(data: dict) -> list[str] | None:
+    if "memories" not in data:
+        return None
+    facts = data["memories"]
+    if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
+        raise ApiError(400, "'memories' must be a list of strings.", "INVALID_FIELD")
+    if len(facts) > MAX_FACTS:
+        raise ApiError(400, f"At most {MAX_FACTS} remembered facts.", "INVALID_FIELD")
+    if any(len(f) > MAX_FACT_CHARS for f in facts):
+        raise ApiError(
+            400, f"Each fact can be at most {MAX_FACT_CHARS} characters.", "INVALID_FIELD"
+        )
+    return [f.strip() for f in facts if f.strip()]
+
+
+@bp.put("")
+@login_required
+def put_memory():
+    """Set instructions and/or the exact list of facts (an explicit edit)."""
+    data = json_body()
+    unknown = set(data) - {"instructions", "memories"}
+    if unknown:
+        raise ApiError(400, f"Unknown field(s): {', '.join(sorted(unknown))}.", "INVALID_FIELD")
+    instructions = data.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise ApiError(400, "'instructions' must be a string.", "INVALID_FIELD")
+    if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
+        raise ApiError(
+            400,
+            f"Instructions can be at most {MAX_INSTRUCTIONS_CHARS} characters.",
+            "INVALID_FIELD",
+        )
+    wanted = _facts_field(data)
+    session = db_session()
+    operations = []
+    if wanted is not None:
+        _, current = read_memory(session, current_user.id)
+        operations = [
+            Operation("forget", f, reason="Removed in an edit.") for f in current if f not in wanted
+        ]
+        operations += [
+            Operation("add", f, reason="Added in an edit.") for f in wanted if f not in current
+        ]
+    try:
+        outcome = apply_operations(
+            session,
+            current_user.id,
+            operations,
+            source="api",
+            actor_id=current_user.id,
+            instructions=instructions,
+        )
+    except MemoryRefused as refusal:
+        session.rollback()
+        raise ApiError(400, str(refusal), "MEMORY_REFUSED") from refusal
+    session.commit()
+    return jsonify(memory_dict(outcome.instructions, outcome.facts))
+
+
+def _reconciled(source: str):
+    data = json_body()
+    text = data.get("text")
+    if set(data) - {"text"}:
+        raise ApiError(400, 'Send only {"text": ...}.', "INVALID_FIELD")
+    if not isinstance(text, str) or not text.strip():
+        raise ApiError(400, "'text' must be a non-empty string.", "INVALID_FIELD")
+    services = current_app.extensions["services"]
+    session = db_session()
+    try:
+        outcome = reconcile(
+            session,
+            services.model,
+            services.settings.fast_model,
+            current_user.id,
+            text,
+            source=source,
+            actor_id=current_user.id,
+        )
+    except MemoryRefused as refusal:
+        session.rollback()
+        raise ApiError(400, str(refusal), "MEMORY_REFUSED") from refusal
+    session.commit()
+    return jsonify(memory_dict(outcome.instructions, outcome.facts, changes=outcome.changes))
+
+
+@bp.post("/instruct")
+@login_required
+def instruct():
+    return _reconciled("api")
+
+
+@bp.post("/import")
+@login_required
+def import_text():
+    return _reconciled("import")
