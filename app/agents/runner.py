@@ -34,6 +34,17 @@ def agent_system_prompt(agent: AgentDefinition, session: Session | None = None) 
     return append_guidelines(agent.prompt, rules)
 
 
+def _current_system_prompt(ctx: ToolContext, agent: AgentDefinition) -> str:
+    """Read per run, so an admin's edit applies to the next run without a restart."""
+    fresh = not ctx.session.in_transaction()
+    system = agent_system_prompt(agent, ctx.session)
+    if fresh:
+        # Only this read (or the first-run seed) happened in the transaction: end it now
+        # rather than hold it (on SQLite, the write lock) while the model writes.
+        ctx.session.commit()
+    return system
+
+
 def _context_message(ctx: ToolContext, args: dict[str, Any]) -> tuple[str, Offer | None]:
     parts = [f"## Instructions from the host\n{args['instructions']}"]
     offer = None
@@ -98,7 +109,7 @@ def run_agent(ctx: ToolContext, agent: AgentDefinition, args: dict[str, Any]) ->
     callbacks = StreamCallbacks(
         on_text=lambda text: ctx.emit(AgentToken(ctx.run_id, agent.name, text))
     )
-    system = agent_system_prompt(agent, ctx.session)
+    system = _current_system_prompt(ctx, agent)
     output, problem = None, None
     for _attempt in range(2):
         turn = ctx.services.model.stream_turn(

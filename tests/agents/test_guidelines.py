@@ -229,3 +229,26 @@ def test_edit_rule_records_before_and_after(session):
         select(GuidelineChange).where(GuidelineChange.action == "edited")
     ).one()
     assert (change.before, change.after, change.guideline_id) == (old, "A new rule.", guideline.id)
+
+
+def test_a_first_agent_run_seeds_and_keeps_the_rules(app, auth, fake_model):
+    """An agent call with no offer on a database never seeded: the run's first read seeds
+    the rules (committed, not rolled back with anything else) and the call carries them."""
+    auth.create()
+    auth.login()
+    chat = ChatDriver(app, auth.client, auth)
+    fake_model.script(
+        Turn(text("Writing."), tool_use("quiz", {"instructions": "A morning quiz"})),
+        Turn(text(json.dumps(QUIZ))),
+        Turn(text("Done.")),
+    )
+    run = chat.wait(chat.send(chat.new_chat(), "Make a quiz"))
+    assert run["status"] == "completed", run
+    [system] = _agent_systems(fake_model)
+    for rule in FILE_RULES:
+        assert system.count(rule) == 1, rule
+    with app.extensions["database"].session() as session:
+        assert count(session, Guideline) == len(FILE_RULES)
+        assert count(session, GuidelineChange, GuidelineChange.action == "seeded") == len(
+            FILE_RULES
+        )
