@@ -12,8 +12,10 @@ from sqlalchemy.orm import Session
 
 from app.agents.catalog import AgentDefinition
 from app.agents.guidelines import append_guidelines, current_rules, guidelines_from_file
+from app.chat.budget import estimate_text, input_budget, truncate_text
 from app.chat.events import AgentToken, Timeline
 from app.llm.client import StreamCallbacks
+from app.memory.store import read_memory
 from app.tools.context import ToolContext
 from app.tools.registry import ToolFailure, ToolResult
 from app.workspace.models import Offer, Output, Persona
@@ -34,19 +36,11 @@ def agent_system_prompt(agent: AgentDefinition, session: Session | None = None) 
     return append_guidelines(agent.prompt, rules)
 
 
-def _current_system_prompt(ctx: ToolContext, agent: AgentDefinition) -> str:
-    """Read per run, so an admin's edit applies to the next run without a restart."""
-    fresh = not ctx.session.in_transaction()
-    system = agent_system_prompt(agent, ctx.session)
-    if fresh:
-        # Only this read (or the first-run seed) happened in the transaction: end it now
-        # rather than hold it (on SQLite, the write lock) while the model writes.
-        ctx.session.commit()
-    return system
-
-
 def _context_message(ctx: ToolContext, args: dict[str, Any]) -> tuple[str, Offer | None]:
     parts = [f"## Instructions from the host\n{args['instructions']}"]
+    personal, _ = read_memory(ctx.session, ctx.user_id)
+    if personal.strip():
+        parts.append(f"## The person's own standing instructions\n{personal.strip()}")
     offer = None
     if args.get("offer_id") is not None:
         offer = ctx.owned(Offer, args["offer_id"], "offer")
@@ -101,15 +95,23 @@ def _parse(text: str, schema: dict[str, Any]) -> tuple[dict[str, Any] | None, st
 
 
 def run_agent(ctx: ToolContext, agent: AgentDefinition, args: dict[str, Any]) -> ToolResult:
+    # Every read first (the current guidelines too, so an admin's edit applies to the next
+    # run), then end the transaction: SQLite's write lock must not be held while the model
+    # writes. Nothing has been written yet.
     user_message, offer = _context_message(ctx, args)
-    ctx.emit(Timeline(ctx.run_id, "writing", "started", agent=agent.name))
+    system = agent_system_prompt(agent, ctx.session)
+    ctx.session.commit()
     settings = ctx.settings
+    budget = input_budget(
+        settings.context_window_tokens, agent.max_tokens, 0, estimate_text(system)
+    )
+    user_message = truncate_text(user_message, budget)
+    ctx.emit(Timeline(ctx.run_id, "writing", "started", agent=agent.name))
     model = settings.host_model if agent.tier == "host" else settings.fast_model
     messages: list[dict[str, Any]] = [{"role": "user", "content": user_message}]
     callbacks = StreamCallbacks(
         on_text=lambda text: ctx.emit(AgentToken(ctx.run_id, agent.name, text))
     )
-    system = _current_system_prompt(ctx, agent)
     output, problem = None, None
     for _attempt in range(2):
         turn = ctx.services.model.stream_turn(

@@ -226,3 +226,21 @@ def test_memory_api_needs_a_login(app):
     assert client.get("/api/memory").status_code == 401
     assert client.post("/api/memory/instruct", json={"text": "hi"}).status_code == 401
     assert re.search("UNAUTHORIZED", client.put("/api/memory", json={}).get_data(as_text=True))
+
+
+def test_agents_see_the_persons_instructions(app, client, auth, ada, fake_model):
+    from tests.chat.test_cards import QUIZ
+    from tests.fake_model import tool_use
+
+    client.put(
+        "/api/memory", json={"instructions": "Never promise discounts."}, headers=auth.headers()
+    )
+    fake_model.script(
+        Turn(tool_use("quiz", {"instructions": "A morning quiz"})),
+        Turn(text(json.dumps(QUIZ))),
+        Turn(text("Done.")),
+    )
+    driver = ChatDriver(app, client, auth)
+    driver.wait(driver.send(driver.new_chat(), "Quiz please"))
+    agent_call = next(r for r in fake_model.requests if "tools" not in r)
+    assert "Never promise discounts." in agent_call["messages"][0]["content"]
