@@ -15,7 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
 
-from app.agents.guidelines import append_guidelines, guidelines_from_file
+from app.agents.guidelines import append_guidelines, current_rules
 from app.agents.runner import _parse as parse_output
 from app.chat.events import AgentToken, Timeline
 from app.llm.client import StreamCallbacks
@@ -69,8 +69,9 @@ def action_tool(name: str, description: str, note: str, **options: Any):
     )
 
 
-def _clean(value: str, what: str) -> str:
-    cleaned = " ".join(value.split()) if "\n" not in value else value.strip()
+def _clean(value: str, what: str, one_line: bool = True) -> str:
+    """Trimmed text (one line with single spaces when `one_line`); blank is a failure."""
+    cleaned = " ".join(value.split()) if one_line else value.strip()
     if not cleaned:
         raise ToolFailure(f"The {what} cannot be blank.")
     return cleaned
@@ -123,7 +124,8 @@ def fast_structured_output(
     problem, then a ToolFailure. Tokens go to the timeline, never to the chat body."""
     ctx.emit(Timeline(ctx.run_id, "writing", "started", agent=name))
     callbacks = StreamCallbacks(on_text=lambda text: ctx.emit(AgentToken(ctx.run_id, name, text)))
-    system_prompt = append_guidelines(system, guidelines_from_file())
+    # The shared guidelines as an admin left them, like the agents get them.
+    system_prompt = append_guidelines(system, current_rules(ctx.session))
     messages: list[dict[str, Any]] = [{"role": "user", "content": user_message}]
     problem = None
     try:
@@ -327,7 +329,7 @@ def save_cast(ctx: ToolContext, arguments: dict) -> dict:
             user_id=ctx.user_id,
             persona_id=persona.id,
             name=_clean(item["name"], "character's name")[:120],
-            description=f"{role}. {description}" if role else description,
+            description=f"{role[:1].upper()}{role[1:]}. {description}" if role else description,
         )
         ctx.session.add(character)
         saved.append((character, role))
@@ -820,7 +822,7 @@ def _title_from(prompt: str, limit: int = 80) -> str:
     billable=True,
 )
 def generate_image(ctx: ToolContext, args: dict) -> ToolResult:
-    prompt = _clean(args["prompt"], "image prompt")
+    prompt = _clean(args["prompt"], "image prompt", one_line=False)
     offer = ctx.owned(Offer, args["offer_id"], "offer") if "offer_id" in args else None
     preset = _preset(ctx, args["preset_id"]) if "preset_id" in args else None
     title = " ".join((args.get("title") or "").split()) or _title_from(prompt)
