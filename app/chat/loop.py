@@ -29,6 +29,7 @@ from app.chat.models import (
 )
 from app.chat.rows import insert_message
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
+from app.chat.toolset import widen_to_build
 from app.db import utcnow
 from app.llm.client import (
     AssistantTurn,
@@ -261,6 +262,8 @@ class HostLoop:
             self.emit(ev.Timeline(self.run_id, stage, "started", detail=name))
         with self.services.database.session() as session:
             context = self.tool_context(session, tool_use)
+            if tool.phase == "build":
+                widen_to_build(session, self.conversation_id)
             try:
                 outcome = tool.handler(context, tool_use["input"])
                 if isinstance(outcome, Pause):

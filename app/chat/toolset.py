@@ -15,3 +15,17 @@ def capability_notes(tools: list[Tool]) -> str:
     if not lines:
         return ""
     return "## What you can do right now\n" + "\n".join(lines)
+
+
+def widen_to_build(session, conversation_id: int) -> None:
+    """A build tool called in discovery widens the conversation to build (the model
+    asked for it by name; refusing would only make it guess again)."""
+    from sqlalchemy import update
+
+    from app.chat.models import Conversation
+
+    session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation_id, Conversation.tool_phase == "discovery")
+        .values(tool_phase="build")
+    )

@@ -18,8 +18,10 @@ from sqlalchemy import select
 from app.agents.guidelines import append_guidelines, current_rules
 from app.agents.runner import _parse as parse_output
 from app.chat.events import AgentToken, Timeline
+from app.chat.models import Conversation
 from app.llm.client import StreamCallbacks
 from app.media.providers import ImageStyle, image_provider, normalise_colours
+from app.memory.store import MemoryRefused, reconcile
 from app.tools.context import ToolContext
 from app.tools.read import asset_url
 from app.tools.registry import Pause, ToolFailure, ToolRegistry, ToolResult, confirmation, tool
@@ -920,3 +922,50 @@ def generate_video(ctx: ToolContext, args: dict) -> str:
         "yet, so no video was made. Tell the person plainly, and offer a storyboard "
         "(create_storyboard) or still images instead."
     )
+
+
+@action_tool(
+    "set_phase",
+    "Switch this conversation's phase. In discovery you can look things up, ask and write "
+    "copy; the tools that save, generate or start things (characters, images, storyboards, "
+    "campaigns...) appear only in build. Switch to build as soon as the person wants "
+    "something saved, generated or started; back to discovery when they are exploring.",
+    "set_phase: call it with phase build to get the tools that save, generate or start "
+    "things (characters, cast lists, images, storyboards, element sheets, campaigns).",
+    properties={"phase": {"enum": ["discovery", "build"]}},
+    required=("phase",),
+    phase="discovery",
+)
+def set_phase(ctx: ToolContext, args: dict) -> dict:
+    conversation = ctx.session.get(Conversation, ctx.conversation_id)
+    conversation.tool_phase = args["phase"]
+    return {
+        "phase": args["phase"],
+        "note": "The tools for this phase are available from your next step.",
+    }
+
+
+@action_tool(
+    "remember",
+    "Remember (or forget) something about the person for every future conversation, e.g. "
+    '"remember that I prefer short headlines". Use it ONLY when the person explicitly asks '
+    "you to remember or forget something; never on your own initiative.",
+    "remember: save or forget what the person explicitly asks you to remember.",
+    properties={"instruction": {"type": "string", "minLength": 1, "maxLength": 2000}},
+    required=("instruction",),
+    phase="discovery",
+)
+def remember(ctx: ToolContext, args: dict) -> dict:
+    try:
+        outcome = reconcile(
+            ctx.session,
+            ctx.services.model,
+            ctx.settings.fast_model,
+            ctx.user_id,
+            args["instruction"],
+            source="tool",
+            actor_id=ctx.user_id,
+        )
+    except MemoryRefused as refusal:
+        raise ToolFailure(str(refusal)) from refusal
+    return {"remembered_facts": outcome.facts, "changes": outcome.changes}

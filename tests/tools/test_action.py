@@ -93,8 +93,9 @@ def test_every_action_tool_is_declared_for_the_build_phase(app):
         assert declared.note and "\n" not in declared.note and declared.note.startswith(name)
         assert len(declared.description) > 80
     assert tools.get("propose_cast_list").on_approved is action.save_cast
-    # Owned by other work: not declared here.
-    assert "remember" not in action.REGISTRY and "set_phase" not in action.REGISTRY
+    # The way into build, and memory the person asks for, must be reachable in discovery.
+    for name in ("set_phase", "remember"):
+        assert tools.get(name).category == "action" and tools.get(name).phase == "discovery"
 
 
 # --- save_character and link_character_persona -----------------------------------------
