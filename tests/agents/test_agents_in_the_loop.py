@@ -1,0 +1,158 @@
+"""Every shipped agent runs from a host tool call, streams to the timeline only, and saves a
+schema-valid output; a malformed answer is retried once, then reported; cross-offer
+references work and never reach another person's output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from app.agents.catalog import load_agents
+from app.chat.events import AgentToken, TextDelta
+from app.llm.demo import agent_output
+from app.workspace.models import Offer, Output
+from tests.chat.conftest import ChatDriver
+from tests.fake_model import Turn, text, tool_use
+
+AGENTS = {agent.slug: agent for agent in load_agents()}
+
+
+@pytest.fixture
+def app(make_app, fake_model):
+    return make_app(anthropic_base_url=fake_model.base_url)
+
+
+@pytest.fixture
+def chat(app, auth):
+    user_id = auth.create()
+    auth.login()
+    driver = ChatDriver(app, auth.client, auth)
+    driver.user_id = user_id
+    return driver
+
+
+def _offer(app, user_id, name="Calm Mornings"):
+    with app.extensions["database"].session() as session:
+        offer = Offer(user_id=user_id, name=name, description="Coaching for founders")
+        session.add(offer)
+        session.commit()
+        return offer.id
+
+
+@pytest.mark.parametrize("slug", sorted(AGENTS))
+def test_each_agent_runs_streams_and_saves_a_valid_output(app, chat, fake_model, slug):
+    agent = AGENTS[slug]
+    offer_id = _offer(app, chat.user_id)
+    output = agent_output(slug, {"name": "Calm Mornings", "description": "Coaching"})
+    fake_model.script(
+        Turn(tool_use(agent.tool_name, {"instructions": "Write it", "offer_id": offer_id})),
+        Turn(text(json.dumps(output, indent=1)), token_delay=0.001),
+        Turn(text("Done.")),
+    )
+    chat_id = chat.new_chat()
+    subscription = app.extensions["services"].hub.subscribe(chat_id)
+
+    assert chat.wait(chat.send(chat_id, f"Use {slug}"))["status"] == "completed"
+
+    events = subscription.drain()
+    tokens = "".join(e.text for e in events if isinstance(e, AgentToken))
+    assert json.loads(tokens) == output, "the agent's tokens went to the timeline"
+    assert all(output.get("title", "\0") not in e.text for e in events if isinstance(e, TextDelta))
+    row = next(r for r in chat.rows(chat_id) if r["kind"] == "agent_output")
+    assert row["agentOutput"]["agent"] == slug and row["content"] == ""
+    with app.extensions["database"].session() as session:
+        saved = session.get(Output, row["agentOutput"]["outputId"])
+        assert saved.offer_id == offer_id
+        assert list(Draft202012Validator(agent.output_schema).iter_errors(saved.content)) == []
+
+
+def test_a_malformed_answer_is_retried_once_then_reported(app, chat, fake_model):
+    fake_model.script(
+        Turn(tool_use("ad_copy", {"instructions": "Ads"})),
+        Turn(text('{"title": "Ads", "variants": "not a list"}')),
+        Turn(text("Sorry, here it is: not json at all")),
+        Turn(text("The ad copy writer failed; shall I try again?")),
+    )
+    chat_id = chat.new_chat()
+    chat.wait(chat.send(chat_id, "Ads please"))
+    retry = fake_model.requests[2]["messages"]
+    assert "does not match the schema" in retry[-1]["content"]
+    result = fake_model.requests[3]["messages"][-1]["content"][0]
+    assert result["is_error"] is True and "did not produce a valid result" in result["content"]
+    assert all(r["kind"] != "agent_output" for r in chat.rows(chat_id))
+
+
+def test_take_the_quiz_from_another_offer_and_adapt_it(app, chat, fake_model):
+    source_offer = _offer(app, chat.user_id, "Trailhead Coffee")
+    target_offer = _offer(app, chat.user_id, "Calm Mornings")
+    quiz = agent_output("quiz", {"name": "Trailhead Coffee"})
+    with app.extensions["database"].session() as session:
+        reference = Output(
+            user_id=chat.user_id,
+            offer_id=source_offer,
+            agent="quiz",
+            title=quiz["title"],
+            content=quiz,
+        )
+        session.add(reference)
+        session.commit()
+        reference_id = reference.id
+    adapted = agent_output("quiz", {"name": "Calm Mornings"})
+    fake_model.script(
+        Turn(tool_use("list_offer_outputs", {"offer_id": source_offer})),
+        Turn(tool_use("get_output", {"output_id": reference_id})),
+        Turn(
+            tool_use(
+                "quiz",
+                {
+                    "instructions": "Adapt the coffee quiz for the coaching offer",
+                    "offer_id": target_offer,
+                    "reference_output_ids": [reference_id],
+                },
+            )
+        ),
+        Turn(text(json.dumps(adapted))),
+        Turn(text("Adapted.")),
+    )
+    chat_id = chat.new_chat()
+    assert (
+        chat.wait(chat.send(chat_id, "Take the quiz from the coffee offer and adapt it"))["status"]
+        == "completed"
+    )
+
+    listing = json.loads(fake_model.requests[1]["messages"][-1]["content"][0]["content"])
+    assert f"\"id\": {reference_id}" in json.dumps(listing)
+    fetched = fake_model.requests[2]["messages"][-1]["content"][0]["content"]
+    assert quiz["title"] in fetched
+    agent_context = fake_model.requests[3]["messages"][0]["content"]
+    assert f"Reference output {reference_id}" in agent_context and quiz["title"] in agent_context
+    assert "Calm Mornings" in agent_context
+
+
+def test_referencing_someone_elses_output_is_not_found(app, chat, fake_model, auth):
+    eve = auth.create("eve@example.com")
+    with app.extensions["database"].session() as session:
+        secret = Output(
+            user_id=eve, agent="quiz", title="Eve's secret quiz", content={"title": "secret"}
+        )
+        session.add(secret)
+        session.commit()
+        secret_id = secret.id
+    fake_model.script(
+        Turn(
+            tool_use("get_output", {"output_id": secret_id}),
+            tool_use("quiz", {"instructions": "Adapt", "reference_output_ids": [secret_id]}),
+        ),
+        Turn(text("I could not find that output.")),
+    )
+    chat_id = chat.new_chat()
+    chat.wait(chat.send(chat_id, "Use Eve's quiz"))
+    results = fake_model.requests[1]["messages"][-1]["content"]
+    assert [r["is_error"] for r in results] == [True, True]
+    assert all(
+        "secret" not in r["content"] and f"No output with id {secret_id}" in r["content"]
+        for r in results
+    )
+    assert len(fake_model.requests) == 2, "the agent never ran"
