@@ -29,6 +29,7 @@ from app.chat.models import (
 )
 from app.chat.rows import insert_message
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
+from app.chat.taint import held_for_approval, is_tainted, named_hosts
 from app.chat.toolset import widen_to_build
 from app.db import utcnow
 from app.llm.client import (
@@ -82,6 +83,8 @@ class HostLoop:
         self.user_id = user_id
         self.iterations = 0
         self._last_cancel_check = 0.0
+        self.tainted = False
+        self.named_hosts: set[str] = set()
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -107,6 +110,9 @@ class HostLoop:
 
     def _loop(self) -> str:
         presenting = self.settle_approved_call()
+        with self.services.database.session() as session:
+            self.tainted = is_tainted(session, self.conversation_id, self.services.tools)
+            self.named_hosts = named_hosts(session, self.conversation_id)
         for _ in range(self.settings.max_iterations):
             turn = self.model_step(tool_choice={"type": "auto"}, presenting=presenting)
             row = self.persist_assistant_turn(turn)
@@ -257,6 +263,10 @@ class HostLoop:
         if problem:
             self.record_result(tool_use, name, ToolResult(problem, is_error=True))
             return None
+        if self.tainted:
+            held = held_for_approval(tool, tool_use["input"], self.named_hosts)
+            if held is not None:
+                return held
         stage = "resolving_context" if tool.category == "read" else None
         if stage:
             self.emit(ev.Timeline(self.run_id, stage, "started", detail=name))
@@ -288,6 +298,8 @@ class HostLoop:
             rows = self.persist_tool_result(session, tool_use, name, result)
             self._touch(session)
             session.commit()
+        if tool.untrusted and not result.is_error:
+            self.tainted = True
         if stage:
             self.emit(ev.Timeline(self.run_id, stage, "done", detail=name))
         for row in rows:
