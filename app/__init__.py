@@ -10,6 +10,7 @@ from app.config import PROJECT_ROOT, load_settings
 from app.extensions import csrf, limiter, login_manager, migrate, sock
 from app.services import build_services, make_database
 from app.web import identity
+from app.web.session import SessionInterface
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -47,6 +48,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         SOCK_SERVER_OPTIONS={"ping_interval": 25, "max_message_size": 64 * 1024},
     )
     app.config.update(flask_config)
+    app.session_interface = SessionInterface()
     settings.instance_path.mkdir(parents=True, exist_ok=True)
 
     database = make_database(settings)
