@@ -42,7 +42,8 @@ def create_app(test_config: dict | None = None) -> Flask:
         # CSRF is checked in a before_request hook so bearer-token scripts can skip it.
         WTF_CSRF_CHECK_DEFAULT=False,
         WTF_CSRF_TIME_LIMIT=None,
-        MAX_CONTENT_LENGTH=8 * 1024 * 1024,
+        # An upload plus its form fields; attachments themselves are capped by the setting.
+        MAX_CONTENT_LENGTH=max(8 * 1024 * 1024, settings.attachment_max_bytes + 1024 * 1024),
         RATELIMIT_STORAGE_URI=settings.redis_url or "memory://",
         RATELIMIT_HEADERS_ENABLED=True,
         SOCK_SERVER_OPTIONS={"ping_interval": 25, "max_message_size": 64 * 1024},

@@ -78,6 +78,7 @@ class Settings:
     video_provider_url: str | None = None
     open_signup: bool = True
     max_message_chars: int = 100_000
+    attachment_max_bytes: int = 5_000_000
     extra: dict = field(default_factory=dict)
 
     @property
@@ -135,6 +136,7 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         video_provider_url=env.get("VIDEO_PROVIDER_URL") or None,
         open_signup=_bool(env.get("OPEN_SIGNUP"), True),
         max_message_chars=_int(env, "MAX_MESSAGE_CHARS", 100_000),
+        attachment_max_bytes=_int(env, "ATTACHMENT_MAX_BYTES", 5_000_000),
     )
     values.update(overrides)
     if not values["secret_key"]:

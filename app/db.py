@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
@@ -18,7 +17,9 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 
-JsonType = JSON().with_variant(JSONB(), "postgresql")
+# Plain JSON, also on PostgreSQL: these are documents shown to people (a quiz, a card, a
+# row's blocks) whose key order matters; JSONB would reorder their keys.
+JsonType = JSON()
 
 
 def utcnow() -> datetime:

@@ -6,10 +6,11 @@ import contextlib
 import hashlib
 import secrets
 from datetime import datetime
+from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import ForeignKey, String, false, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db import Base, utcnow
@@ -27,6 +28,15 @@ class User(Base):
     display_name: Mapped[str] = mapped_column(String(80), default="")
     is_admin: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # First-run personalization (the /welcome step). Only accounts made through sign-up
+    # are asked (`needs_onboarding`); accounts made by an admin, the CLI or tests are not.
+    role: Mapped[str] = mapped_column(String(120), default="", server_default="")
+    company: Mapped[str] = mapped_column(String(120), default="", server_default="")
+    website: Mapped[str] = mapped_column(String(300), default="", server_default="")
+    needs_onboarding: Mapped[bool] = mapped_column(default=False, server_default=false())
+    onboarded_at: Mapped[datetime | None]
+    # Suggested first requests for the empty chat: [{"title": ..., "prompt": ...}].
+    starters: Mapped[list[Any]] = mapped_column(default=list, server_default=text("'[]'"))
 
     tokens: Mapped[list[ApiToken]] = relationship(
         back_populates="user", cascade="all, delete-orphan"
@@ -52,6 +62,11 @@ class User(Base):
             return _hasher.verify(self.password_hash, password)
         except (VerificationError, InvalidHashError):
             return False
+
+    @property
+    def must_onboard(self) -> bool:
+        """Signed up and has neither finished nor skipped the welcome step."""
+        return bool(self.needs_onboarding) and self.onboarded_at is None
 
     @property
     def name(self) -> str:

@@ -15,6 +15,7 @@ from app.chat.rows import insert_message
 from app.chat.runs import RunConflict, active_run, awaiting_card, lock_conversation, start_run
 from app.services import Services
 from app.tools.context import ToolContext
+from app.workspace.attachments import attachment_note
 
 
 class TurnRejected(Exception):
@@ -85,6 +86,10 @@ def submit_message(session: Session, conversation_id: int, user_id: int, text: s
         _tool_result_row(session, conversation.id, card_row.meta["card"], answer)
         _close_card(card_row, "dismissed", answer)
         rows.append(card_row)
+    # The model is told about files attached since the person last wrote (the visible
+    # row keeps just what they typed).
+    note = attachment_note(session, conversation.id, None)
+    model_text = f"{text}\n\n{note}" if note else text
     rows.append(
         insert_message(
             session,
@@ -92,7 +97,7 @@ def submit_message(session: Session, conversation_id: int, user_id: int, text: s
             role="user",
             kind="user",
             content=text,
-            meta={"blocks": [{"type": "text", "text": text}]},
+            meta={"blocks": [{"type": "text", "text": model_text}]},
         )
     )
     if conversation.title == DEFAULT_TITLE:

@@ -1,5 +1,5 @@
-"""The admin area: people and the shared guidelines (memory and usage come with their
-issues)."""
+"""The admin area: people (and what the assistant remembers about each) and the shared
+guidelines (usage comes with its issue)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,14 @@ from app.agents.runner import agent_system_prompt
 from app.web.access import is_htmx
 from app.web.forms import Form, UserCreateForm
 from app.web.identity import db_session
+from app.web.settings_hub import (
+    MemoryTarget,
+    add_fact_for,
+    edit_fact_for,
+    forget_fact_for,
+    memory_context,
+    save_instructions_for,
+)
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -74,6 +82,76 @@ def users():
             return redirect(url_for("admin.users"))
     status = 400 if form.errors else 200
     return render_template("admin/users.html", users=_users(), form=form), status
+
+
+# -- someone's memory ------------------------------------------------------------------------
+
+
+def _person_or_404(user_id: int) -> User:
+    person = db_session().get(User, user_id)
+    if person is None:
+        abort(404)
+    return person
+
+
+def _memory_target(person: User) -> MemoryTarget:
+    """The person's memory, edited by the admin: recorded as source "admin" with the admin
+    as the actor. No import here: that reads the person's own text."""
+    return MemoryTarget(
+        user_id=person.id,
+        source="admin",
+        actor_id=current_user.id,
+        urls={
+            "instructions": url_for("admin.memory_instructions", user_id=person.id),
+            "add": url_for("admin.memory_add_fact", user_id=person.id),
+            "forget": url_for("admin.memory_forget_fact", user_id=person.id),
+            "edit": url_for("admin.memory_edit_fact", user_id=person.id),
+        },
+        page_url=url_for("admin.memory", user_id=person.id),
+        where="by an admin",
+    )
+
+
+def _memory_page(person: User):
+    def page(status: int = 200, **overrides):
+        context = memory_context(_memory_target(person), **overrides)
+        return render_template("admin/memory.html", person=person, **context), status
+
+    return page
+
+
+@bp.get("/users/<int:user_id>/memory")
+@admin_required
+def memory(user_id: int):
+    return _memory_page(_person_or_404(user_id))()
+
+
+@bp.post("/users/<int:user_id>/memory/instructions")
+@admin_required
+def memory_instructions(user_id: int):
+    person = _person_or_404(user_id)
+    return save_instructions_for(_memory_target(person), _memory_page(person))
+
+
+@bp.post("/users/<int:user_id>/memory/facts")
+@admin_required
+def memory_add_fact(user_id: int):
+    person = _person_or_404(user_id)
+    return add_fact_for(_memory_target(person), _memory_page(person))
+
+
+@bp.post("/users/<int:user_id>/memory/facts/forget")
+@admin_required
+def memory_forget_fact(user_id: int):
+    person = _person_or_404(user_id)
+    return forget_fact_for(_memory_target(person), _memory_page(person))
+
+
+@bp.post("/users/<int:user_id>/memory/facts/edit")
+@admin_required
+def memory_edit_fact(user_id: int):
+    person = _person_or_404(user_id)
+    return edit_fact_for(_memory_target(person), _memory_page(person))
 
 
 # -- shared guidelines ----------------------------------------------------------------------

@@ -29,6 +29,7 @@ from app.web.admin import admin_required
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.web.turns import start_turn, stop_conversation
+from app.workspace.attachments import AttachmentRefused, store_upload
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -214,3 +215,35 @@ def put_guidelines():
         raise ApiError(400, str(error), "INVALID_RULES") from None
     session.commit()
     return jsonify({"rules": [_guideline_dict(g) for g in guidelines]})
+
+
+# -- attachments ----------------------------------------------------------------------------
+
+
+@bp.post("/chats/<int:conversation_id>/attachments")
+@login_required
+def upload_attachment(conversation_id: int):
+    """Attach a file to a conversation (multipart/form-data, field `file`) for the model to
+    read with read_attachment."""
+    conversation = owned_or_404(Conversation, conversation_id)
+    session = db_session()
+    settings = current_app.extensions["services"].settings
+    try:
+        attachment = store_upload(
+            session,
+            current_user.id,
+            conversation.id,
+            request.files.get("file"),
+            max_bytes=settings.attachment_max_bytes,
+        )
+    except AttachmentRefused as refused:
+        session.rollback()
+        raise ApiError(refused.status, refused.message, "ATTACHMENT_REFUSED") from None
+    session.commit()
+    body = {
+        "id": attachment.id,
+        "filename": attachment.filename,
+        "content_type": attachment.content_type,
+        "size": attachment.size,
+    }
+    return jsonify(body), 201

@@ -61,6 +61,7 @@ def signup():
             # Vague on purpose: do not confirm whether the email has an account.
             form.email.errors.append("Could not create that account. Try logging in instead.")
             return render_template("auth/signup.html", form=form), 400
+        user.needs_onboarding = True  # only self-made accounts get the welcome step
         session.commit()
         login_user(user)
         flash("Welcome to Loopdesk.")

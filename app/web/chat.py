@@ -1,9 +1,17 @@
-"""The conversation list and the chat page."""
+"""The conversation list and the chat page, and the first-run welcome step.
+
+Onboarding: an account made through sign-up (`User.needs_onboarding`) that has neither
+finished nor skipped /welcome is shown the welcome step instead of its chats: `/` renders
+it in place (so the sign-up flash still shows there) and `/chats/<id>` redirects to
+/welcome. Accounts made by an admin, the CLI or the tests are never asked. The empty chat
+shows suggested first requests ("starters") as cards; each posts its prompt as the first
+message."""
 
 from __future__ import annotations
 
 from flask import (
     Blueprint,
+    abort,
     current_app,
     make_response,
     redirect,
@@ -12,20 +20,30 @@ from flask import (
     url_for,
 )
 from flask_login import current_user, login_required
+from sqlalchemy import select
 
+from app.accounts.models import User
+from app.accounts.onboarding import default_starters, start_generation, starters_for
 from app.chat.conversations import (
     conversations_for,
     create_conversation,
     row_dict,
 )
-from app.chat.models import STREAMING, Conversation
+from app.chat.models import STREAMING, Conversation, Message
 from app.chat.rows import rows_after
+from app.db import utcnow
 from app.extensions import message_rate_limit
 from app.web.access import is_htmx, owned_or_404
-from app.web.errors import ApiError
-from app.web.forms import ChatTitleForm, ConfirmForm
+from app.web.errors import ApiError, error_response
+from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
 from app.web.turns import start_turn, stop_conversation
+from app.workspace.attachments import (
+    AttachmentRefused,
+    attachments_for,
+    human_size,
+    store_upload,
+)
 
 bp = Blueprint("chat", __name__)
 
@@ -33,6 +51,7 @@ bp = Blueprint("chat", __name__)
 def _page(conversation: Conversation | None):
     session = db_session()
     rows = [row_dict(r) for r in rows_after(session, conversation.id)] if conversation else []
+    starters, pending = starters_for(current_user) if not rows else ([], False)
     return render_template(
         "chat/page.html",
         conversations=conversations_for(session, current_user.id),
@@ -40,12 +59,20 @@ def _page(conversation: Conversation | None):
         rows=rows,
         busy=conversation is not None and conversation.status == STREAMING,
         form=ConfirmForm(),
+        starters=starters,
+        starters_pending=pending,
     )
+
+
+def _must_onboard() -> bool:
+    return current_user.must_onboard
 
 
 @bp.get("/")
 @login_required
 def index():
+    if _must_onboard():
+        return _welcome_page(WelcomeForm(formdata=None))
     conversations = conversations_for(db_session(), current_user.id)
     if conversations:
         return redirect(url_for("chat.show", conversation_id=conversations[0].id))
@@ -55,7 +82,86 @@ def index():
 @bp.get("/chats/<int:conversation_id>")
 @login_required
 def show(conversation_id: int):
-    return _page(owned_or_404(Conversation, conversation_id))
+    conversation = owned_or_404(Conversation, conversation_id)
+    if _must_onboard():
+        return redirect(url_for("chat.welcome"))
+    return _page(conversation)
+
+
+# -- first run ------------------------------------------------------------------------------
+
+
+def _welcome_page(form: WelcomeForm, status: int = 200):
+    return render_template("onboarding/welcome.html", form=form), status
+
+
+@bp.route("/welcome", methods=["GET", "POST"])
+@login_required
+def welcome():
+    """Role and company (and a website) for suggested first requests; or skip."""
+    session = db_session()
+    user = session.get(User, current_user.id)
+    if request.method == "GET":
+        data = {"role": user.role, "company": user.company, "website": user.website}
+        return _welcome_page(WelcomeForm(formdata=None, data=data))
+    form = WelcomeForm()
+    if request.form.get("action") == "skip":  # (CSRF was checked before the view)
+        if user.onboarded_at is None:
+            user.onboarded_at = utcnow()
+            user.starters = default_starters()
+            session.commit()
+        return redirect(url_for("chat.index"))
+    if not form.validate_on_submit():
+        return _welcome_page(form, 400)
+    user.role = form.role.data
+    user.company = form.company.data
+    user.website = form.website.data or ""
+    user.onboarded_at = utcnow()
+    user.starters = []  # pending until the background job stores them
+    session.commit()
+    start_generation(
+        current_app.extensions["services"], current_app.extensions["database"], user.id
+    )
+    return redirect(url_for("chat.index"))
+
+
+@bp.get("/welcome/starters")
+@login_required
+def starters():
+    """The starters partial; the empty chat polls it while they are being written."""
+    conversation_id = request.args.get("conversation", "")
+    conversation = None
+    if conversation_id:
+        if not (conversation_id.isascii() and conversation_id.isdigit()):
+            abort(404)
+        conversation = owned_or_404(Conversation, int(conversation_id))
+        has_rows = db_session().scalar(
+            select(Message.id).where(Message.conversation_id == conversation.id).limit(1)
+        )
+        if has_rows is not None:
+            return render_template("onboarding/_starters.html", starters=[], pending=False)
+    session = db_session()
+    found, pending = starters_for(session.get(User, current_user.id))
+    return render_template(
+        "onboarding/_starters.html", starters=found, pending=pending, conversation=conversation
+    )
+
+
+@bp.post("/chats/start")
+@login_required
+@message_rate_limit
+def start():
+    """A new chat whose first message is a starter's prompt (the empty state without any
+    chat yet)."""
+    settings = current_app.config["LOOPDESK"]
+    message = (request.form.get("message") or "").strip()
+    if not message or len(message) > settings.max_message_chars:
+        abort(400)
+    conversation = create_conversation(db_session(), current_user.id)
+    # One transaction: a refused turn (an ApiError, shown by the error handlers) leaves no
+    # chat behind.
+    start_turn(conversation.id, message, None)
+    return redirect(url_for("chat.show", conversation_id=conversation.id))
 
 
 @bp.post("/chats")
@@ -146,11 +252,15 @@ def send_message(conversation_id: int):
         return redirect(url_for("chat.show", conversation_id=conversation.id))
     # The answer carries the new state too, so the page is right even before its socket is.
     db_session().refresh(conversation)
-    return render_template(
+    html = render_template(
         "chat/_composer.html", conversation_id=conversation.id, busy=True
     ) + render_template(
         "chat/_conversation_item.html", item=conversation, conversation=conversation, swap_oob=True
     )
+    if request.form.get("starter"):
+        # Sent from a starter card: the cards go.
+        html += render_template("onboarding/_starters.html", starters=[], swap_oob=True)
+    return html
 
 
 def _banner_response(message: str, status: int, conversation_id: int, draft: str):
@@ -171,3 +281,48 @@ def stop(conversation_id: int):
     if is_htmx():
         return "", 204
     return redirect(url_for("chat.show", conversation_id=conversation.id))
+
+
+# -- attachments ----------------------------------------------------------------------------
+
+
+@bp.app_template_global()
+def conversation_attachments(conversation_id: int):
+    """The chips above the composer: the conversation's attachments (the caller's own)."""
+    return attachments_for(db_session(), current_user.id, conversation_id)
+
+
+@bp.app_template_filter("filesize")
+def filesize(size: int) -> str:
+    return human_size(size)
+
+
+@bp.post("/chats/<int:conversation_id>/attachments")
+@login_required
+def upload_attachment(conversation_id: int):
+    """The composer's Attach form (multipart, field `file`): stores the file and answers
+    with the conversation's attachment chips (201); a refused file answers with the
+    banner."""
+    conversation = owned_or_404(Conversation, conversation_id)
+    session = db_session()
+    settings = current_app.config["LOOPDESK"]
+    try:
+        store_upload(
+            session,
+            current_user.id,
+            conversation.id,
+            request.files.get("file"),
+            max_bytes=settings.attachment_max_bytes,
+        )
+    except AttachmentRefused as refused:
+        session.rollback()
+        return error_response(refused.status, "ATTACHMENT_REFUSED", refused.message)
+    session.commit()
+    if not is_htmx():
+        return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
+    html = render_template(
+        "chat/_attachments.html",
+        conversation_id=conversation.id,
+        attachments=attachments_for(session, current_user.id, conversation.id),
+    ) + render_template("chat/_banner.html", message=None, swap_oob=True)  # clears an old one
+    return html, 201

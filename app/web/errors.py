@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from flask import Flask, jsonify, make_response, render_template, request
+from flask import Flask, current_app, jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from app.web.identity import wants_json
 
@@ -66,6 +66,15 @@ def _wait_text(seconds: int) -> str:
     return f"{round(seconds / 60)} minutes"
 
 
+def _too_large_message() -> str:
+    """What werkzeug's 413 (a body over MAX_CONTENT_LENGTH) means, in the person's words."""
+    limit = current_app.config.get("MAX_CONTENT_LENGTH")
+    if limit and (request.content_length or 0) > limit:
+        size = f"{limit / (1024 * 1024):.1f}".removesuffix(".0")
+        return f"The request is too large: at most {size} MB can be sent at once."
+    return "The request is too large."
+
+
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(CSRFError)
     def _csrf(error: CSRFError):
@@ -89,6 +98,8 @@ def register_error_handlers(app: Flask) -> None:
         message = error.description or error.name
         if status == 404:
             message = "Not found."
+        elif isinstance(error, RequestEntityTooLarge):
+            message = _too_large_message()
         return error_response(status, CODES.get(status, "ERROR"), message, headers)
 
     @app.errorhandler(Exception)

@@ -88,3 +88,90 @@ class TokenForm(Form):
 
 class ConfirmForm(Form):
     """A form with nothing but the CSRF token, for buttons that change something."""
+
+
+# -- settings: memory and account ------------------------------------------------------
+
+
+def _unix_newlines(value):
+    """Browsers send a textarea's line breaks as CRLF; count and store them as one."""
+    return value.replace("\r\n", "\n") if isinstance(value, str) else value
+
+
+def _stripped(value):
+    return value.strip() if isinstance(value, str) else value
+
+
+class InstructionsForm(Form):
+    # The cap itself is checked by app.memory.store (MemoryRefused), the one write path.
+    instructions = TextAreaField("Personal instructions", filters=[_unix_newlines])
+
+
+class FactForm(Form):
+    fact = StringField(
+        "Add a fact",
+        filters=[_stripped],
+        validators=[DataRequired(message="Write the fact."), Length(max=280)],
+    )
+
+
+class FactEditForm(Form):
+    fact = StringField("Fact", validators=[DataRequired(), Length(max=280)])
+    new_fact = StringField(
+        "Fact",
+        filters=[_stripped],
+        validators=[DataRequired(message="Write the fact."), Length(max=280)],
+    )
+
+
+class ImportForm(Form):
+    text = TextAreaField(
+        "Text to learn from",
+        filters=[_unix_newlines],
+        validators=[DataRequired(message="Paste some text first."), Length(max=20_000)],
+    )
+
+
+class PasswordChangeForm(Form):
+    current_password = PasswordField(
+        "Current password", validators=[DataRequired(), Length(max=200)]
+    )
+    new_password = PasswordField(
+        "New password",
+        validators=[DataRequired(), Length(min=8, max=200, message="Use 8 to 200 characters.")],
+    )
+    confirm = PasswordField(
+        "Repeat the new password",
+        validators=[DataRequired(), EqualTo("new_password", "Passwords differ.")],
+    )
+
+
+class WelcomeForm(Form):
+    role = StringField(
+        "Your role",
+        filters=[_stripped],
+        description="For example: founder, marketing lead, freelance copywriter.",
+        validators=[DataRequired(message="Tell us your role."), Length(max=120)],
+    )
+    company = StringField(
+        "Your company",
+        filters=[_stripped],
+        validators=[DataRequired(message="Tell us your company."), Length(max=120)],
+    )
+    website = StringField(
+        "Website (optional)",
+        filters=[_stripped],
+        description="We read its front page once to suggest first requests.",
+        validators=[Optional(), Length(max=300)],
+    )
+
+    def validate_website(self, field):
+        from app.accounts.onboarding import normalize_website
+
+        url = normalize_website(field.data or "")
+        scheme, _, rest = url.partition("://")
+        if scheme.lower() not in ("http", "https") or not rest.split("/")[0] or " " in url:
+            raise ValidationError("Enter a web address like example.com.")
+        if len(url) > 300:
+            raise ValidationError("Field cannot be longer than 300 characters.")
+        field.data = url

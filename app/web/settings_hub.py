@@ -1,18 +1,271 @@
-"""The settings hub: API tokens for scripts (memory and onboarding come later)."""
+"""The settings hub: personal instructions, remembered facts, import from text, the memory
+history, API tokens and the account's password.
+
+Every memory write goes through app.memory.store (`apply_operations`, `reconcile`). The
+memory sections are partials shared with the admin's view of someone's memory
+(app.web.admin), which passes its own URLs, source "admin" and itself as the actor."""
 
 from __future__ import annotations
 
-from flask import Blueprint, render_template
+from dataclasses import dataclass
+
+from flask import Blueprint, current_app, make_response, redirect, render_template, url_for
 from flask_login import current_user, login_required
 from sqlalchemy import select
 
-from app.accounts.models import ApiToken
+from app.accounts.models import ApiToken, User
 from app.db import utcnow
-from app.web.access import owned_or_404
-from app.web.forms import ConfirmForm, TokenForm
+from app.extensions import limiter
+from app.memory.models import MemoryChange
+from app.memory.store import (
+    MAX_FACT_CHARS,
+    MAX_FACTS,
+    MAX_INPUT_CHARS,
+    MAX_INSTRUCTIONS_CHARS,
+    MemoryRefused,
+    Operation,
+    Outcome,
+    apply_operations,
+    read_memory,
+    reconcile,
+)
+from app.web.access import is_htmx, owned_or_404
+from app.web.forms import (
+    ConfirmForm,
+    FactEditForm,
+    FactForm,
+    ImportForm,
+    InstructionsForm,
+    PasswordChangeForm,
+    TokenForm,
+)
 from app.web.identity import db_session
 
 bp = Blueprint("settings", __name__, url_prefix="/settings")
+
+HISTORY_LIMIT = 50
+
+
+# -- memory sections, shared with the admin's view -------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryTarget:
+    """Whose memory a request edits, how the change is recorded, and where its forms post."""
+
+    user_id: int
+    source: str
+    actor_id: int
+    urls: dict[str, str]
+    page_url: str
+    where: str = "in settings"  # for the reasons in the history: "Added in settings."
+
+    @property
+    def can_import(self) -> bool:
+        return "import" in self.urls
+
+
+def own_memory() -> MemoryTarget:
+    return MemoryTarget(
+        user_id=current_user.id,
+        source="settings",
+        actor_id=current_user.id,
+        urls={
+            "instructions": url_for("settings.save_instructions"),
+            "add": url_for("settings.add_fact"),
+            "forget": url_for("settings.forget_fact"),
+            "edit": url_for("settings.edit_fact"),
+            "import": url_for("settings.import_text"),
+            "history": url_for("settings.history"),
+        },
+        page_url=url_for("settings.hub"),
+    )
+
+
+def memory_history(user_id: int) -> list[dict]:
+    """The last changes, newest first, with the email of whoever made each one."""
+    session = db_session()
+    changes = list(
+        session.scalars(
+            select(MemoryChange)
+            .where(MemoryChange.user_id == user_id)
+            .order_by(MemoryChange.created_at.desc(), MemoryChange.id.desc())
+            .limit(HISTORY_LIMIT)
+        )
+    )
+    ids = {c.actor_id for c in changes if c.actor_id is not None}
+    emails = dict(session.execute(select(User.id, User.email).where(User.id.in_(ids))).all())
+    return [{"change": c, "who": emails.get(c.actor_id)} for c in changes]
+
+
+def memory_context(target: MemoryTarget, **overrides) -> dict:
+    instructions, facts = read_memory(db_session(), target.user_id)
+    context = {
+        "target": target,
+        "urls": target.urls,
+        "instructions": instructions,
+        "facts": facts,
+        "history": memory_history(target.user_id),
+        "fact_form": FactForm(formdata=None),
+        "import_form": ImportForm(formdata=None),
+        "max_instructions": MAX_INSTRUCTIONS_CHARS,
+        "max_facts": MAX_FACTS,
+        "max_fact_chars": MAX_FACT_CHARS,
+        "max_import_chars": MAX_INPUT_CHARS,
+        "instructions_error": None,
+        "instructions_saved": False,
+        "edit_error": None,
+        "import_result": None,
+    }
+    context.update(overrides)
+    return context
+
+
+def memory_response(
+    target: MemoryTarget,
+    partial: str,
+    status: int = 200,
+    page=None,
+    with_facts: bool = False,
+    **context,
+):
+    """A memory section after a post. For htmx: the section, plus the history out of band
+    after a change (and the facts too, `with_facts`, after an import). Without htmx: back
+    to the page after a change, or the whole page with the error."""
+    changed = status < 400
+    if not is_htmx():
+        if changed:
+            return redirect(target.page_url)
+        return page(status, **context)
+    full = memory_context(target, **context)
+    html = render_template(partial, **full)
+    if changed:
+        if with_facts:
+            html += render_template("settings/_facts.html", **full, swap_oob=True)
+        html += render_template("settings/_history.html", **full, swap_oob=True)
+    return make_response(html, status)
+
+
+def _apply(target: MemoryTarget, operations: list[Operation], **kwargs) -> Outcome:
+    """Apply and commit, or roll back and raise MemoryRefused: nothing half-saved."""
+    session = db_session()
+    try:
+        outcome = apply_operations(
+            session,
+            target.user_id,
+            operations,
+            source=target.source,
+            actor_id=target.actor_id,
+            **kwargs,
+        )
+    except MemoryRefused:
+        session.rollback()
+        raise
+    session.commit()
+    return outcome
+
+
+def save_instructions_for(target: MemoryTarget, page):
+    form = InstructionsForm()
+    text = form.instructions.data or ""
+    if not form.validate():  # only the CSRF token can fail here
+        return memory_response(
+            target,
+            "settings/_instructions.html",
+            400,
+            page,
+            instructions=text,
+            instructions_error="The form expired: reload the page and try again.",
+        )
+    try:
+        _apply(target, [], instructions=text)
+    except MemoryRefused as refusal:
+        return memory_response(
+            target,
+            "settings/_instructions.html",
+            400,
+            page,
+            instructions=text,
+            instructions_error=str(refusal),
+        )
+    return memory_response(
+        target, "settings/_instructions.html", page=page, instructions_saved=True
+    )
+
+
+def add_fact_for(target: MemoryTarget, page):
+    form = FactForm()
+    if form.validate():
+        try:
+            _apply(target, [Operation("add", form.fact.data, reason=f"Added {target.where}.")])
+        except MemoryRefused as refusal:
+            form.fact.errors.append(str(refusal))
+        else:
+            return memory_response(target, "settings/_facts.html", page=page)
+    return memory_response(target, "settings/_facts.html", 400, page, fact_form=form)
+
+
+def forget_fact_for(target: MemoryTarget, page):
+    form = FactForm()  # the same one field: the fact, verbatim
+    if not form.validate():
+        return memory_response(target, "settings/_facts.html", 400, page)
+    _apply(target, [Operation("forget", form.fact.data, reason=f"Forgotten {target.where}.")])
+    return memory_response(target, "settings/_facts.html", page=page)
+
+
+def edit_fact_for(target: MemoryTarget, page):
+    form = FactEditForm()
+    old = form.fact.data or ""
+    if form.validate():
+        if form.new_fact.data == old:
+            return memory_response(target, "settings/_facts.html", page=page)
+        operation = Operation("replace", old, form.new_fact.data, reason=f"Edited {target.where}.")
+        try:
+            _apply(target, [operation])
+        except MemoryRefused as refusal:
+            form.new_fact.errors.append(str(refusal))
+        else:
+            return memory_response(target, "settings/_facts.html", page=page)
+    errors = form.new_fact.errors or form.fact.errors or ["That edit could not be saved."]
+    edit_error = {"fact": old, "value": form.new_fact.data or "", "message": errors[0]}
+    return memory_response(target, "settings/_facts.html", 400, page, edit_error=edit_error)
+
+
+def import_text_for(target: MemoryTarget, page):
+    form = ImportForm()
+    if form.validate():
+        services = current_app.extensions["services"]
+        session = db_session()
+        try:
+            outcome = reconcile(
+                session,
+                services.model,
+                services.settings.fast_model,
+                target.user_id,
+                form.text.data,
+                source="import",
+                actor_id=target.actor_id,
+            )
+        except MemoryRefused as refusal:
+            session.rollback()
+            form.text.errors.append(str(refusal))
+        else:
+            session.commit()
+            result = {
+                "changes": len(outcome.changes),
+                "used_fallback": outcome.used_fallback,
+            }
+            return memory_response(
+                target,
+                "settings/_import.html",
+                page=page,
+                with_facts=True,
+                import_result=result,
+            )
+    return memory_response(target, "settings/_import.html", 400, page, import_form=form)
+
+
+# -- the page -----------------------------------------------------------------------------
 
 
 def _tokens() -> list[ApiToken]:
@@ -24,12 +277,94 @@ def _tokens() -> list[ApiToken]:
     return list(db_session().scalars(query))
 
 
+def _hub_page(status: int = 200, **overrides):
+    context = {
+        **memory_context(own_memory()),
+        "tokens": _tokens(),
+        "form": TokenForm(formdata=None),
+        "confirm": ConfirmForm(),
+        "password_form": PasswordChangeForm(formdata=None),
+        "password_changed": False,
+    }
+    context.update(overrides)
+    return render_template("settings/hub.html", **context), status
+
+
 @bp.get("")
 @login_required
 def hub():
+    return _hub_page()
+
+
+@bp.post("/instructions")
+@login_required
+def save_instructions():
+    return save_instructions_for(own_memory(), _hub_page)
+
+
+@bp.post("/facts")
+@login_required
+def add_fact():
+    return add_fact_for(own_memory(), _hub_page)
+
+
+@bp.post("/facts/forget")
+@login_required
+def forget_fact():
+    return forget_fact_for(own_memory(), _hub_page)
+
+
+@bp.post("/facts/edit")
+@login_required
+def edit_fact():
+    return edit_fact_for(own_memory(), _hub_page)
+
+
+@bp.post("/import")
+@login_required
+def import_text():
+    return import_text_for(own_memory(), _hub_page)
+
+
+@bp.get("/history")
+@login_required
+def history():
     return render_template(
-        "settings/hub.html", tokens=_tokens(), form=TokenForm(), confirm=ConfirmForm()
+        "settings/_history.html", history=memory_history(current_user.id), swap_oob=False
     )
+
+
+# -- account --------------------------------------------------------------------------------
+
+
+@bp.post("/password")
+@login_required
+@limiter.limit("10 per minute")
+def change_password():
+    form = PasswordChangeForm()
+    session = db_session()
+    user = session.get(User, current_user.id)
+    if form.validate():
+        if not user.check_password(form.current_password.data):
+            form.current_password.errors.append("That is not your current password.")
+        else:
+            user.set_password(form.new_password.data)
+            session.commit()
+            if not is_htmx():
+                return redirect(url_for("settings.hub") + "#account")
+            return render_template(
+                "settings/_account.html",
+                password_form=PasswordChangeForm(formdata=None),
+                password_changed=True,
+            )
+    if not is_htmx():
+        return _hub_page(400, password_form=form)
+    return render_template(
+        "settings/_account.html", password_form=form, password_changed=False
+    ), 400
+
+
+# -- tokens ---------------------------------------------------------------------------------
 
 
 @bp.post("/tokens")

@@ -123,7 +123,7 @@ def test_take_the_quiz_from_another_offer_and_adapt_it(app, chat, fake_model):
     )
 
     listing = json.loads(fake_model.requests[1]["messages"][-1]["content"][0]["content"])
-    assert f"\"id\": {reference_id}" in json.dumps(listing)
+    assert f'"id": {reference_id}' in json.dumps(listing)
     fetched = fake_model.requests[2]["messages"][-1]["content"][0]["content"]
     assert quiz["title"] in fetched
     agent_context = fake_model.requests[3]["messages"][0]["content"]

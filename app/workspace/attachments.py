@@ -1,0 +1,387 @@
+"""Files the person attaches to a conversation: checked, stored, and turned into text the
+host model can read with `read_attachment`.
+
+Only a few kinds are accepted (plain text, Markdown, PDF, PNG/JPEG/WebP/GIF images) and the
+bytes must be what the declared type says: PDFs start with `%PDF-`, images open in Pillow
+and pass `verify()`, text decodes as UTF-8. The extracted text is untrusted content; the
+read tool labels it so. Images get a one-line description (there is no vision model)."""
+
+from __future__ import annotations
+
+import io
+import os
+import unicodedata
+import warnings
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.chat.models import Message
+from app.workspace.models import Attachment
+
+DEFAULT_MAX_BYTES = 5_000_000
+MAX_FILENAME_CHARS = 255
+MAX_PDF_PAGES = 200
+MAX_PDF_TEXT_CHARS = 2_000_000
+FALLBACK_FILENAME = "attachment"
+
+TEXT_TYPES = ("text/plain", "text/markdown")
+PDF_TYPE = "application/pdf"
+IMAGE_FORMATS = {  # content type -> the Pillow formats that may claim it
+    "image/png": ("PNG",),
+    "image/jpeg": ("JPEG", "MPO"),  # MPO: a camera JPEG with extra frames
+    "image/webp": ("WEBP",),
+    "image/gif": ("GIF",),
+}
+ALLOWED_TYPES = (*TEXT_TYPES, PDF_TYPE, *IMAGE_FORMATS)
+IMAGE_SIGNATURES = {  # content type -> (offset, bytes) that its files start with
+    "image/png": ((0, b"\x89PNG\r\n\x1a\n"),),
+    "image/jpeg": ((0, b"\xff\xd8\xff"),),
+    "image/webp": ((0, b"RIFF"), (8, b"WEBP")),
+    "image/gif": ((0, b"GIF8"),),
+}
+TYPE_ALIASES = {
+    "text/x-markdown": "text/markdown",
+    "image/jpg": "image/jpeg",
+    "image/pjpeg": "image/jpeg",
+}
+# What a generic type ("the browser doesn't know") means, by the file's extension.
+EXTENSION_TYPES = {
+    ".txt": "text/plain",
+    ".text": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".pdf": PDF_TYPE,
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".webp": "image/webp",
+    ".gif": "image/gif",
+}
+GENERIC_TYPES = {"", "application/octet-stream", "binary/octet-stream"}
+TYPE_LABELS = {
+    "text/plain": "a text file",
+    "text/markdown": "a Markdown file",
+    PDF_TYPE: "a PDF",
+    "image/png": "a PNG image",
+    "image/jpeg": "a JPEG image",
+    "image/webp": "a WebP image",
+    "image/gif": "a GIF image",
+}
+SUPPORTED = "text (.txt), Markdown (.md), PDF, and PNG, JPEG, WebP or GIF images"
+
+
+class AttachmentRefused(Exception):
+    """Why a file was not stored: `status` 413 (too large) or 400 (unsupported/broken)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Upload(Protocol):
+    """What `store_upload` needs from werkzeug's FileStorage."""
+
+    filename: str | None
+    content_type: str | None
+    stream: Any
+
+
+@dataclass(frozen=True)
+class AttachmentSummary:
+    """An attachment without its bytes, for lists and chips."""
+
+    id: int
+    filename: str
+    content_type: str
+    size: int
+    created_at: datetime
+
+    @property
+    def size_label(self) -> str:
+        return human_size(self.size)
+
+    @property
+    def kind(self) -> str:
+        if self.content_type == PDF_TYPE:
+            return "PDF"
+        if self.content_type.startswith("image/"):
+            return "Image"
+        return "Text"
+
+
+# -- storing --------------------------------------------------------------------------------
+
+
+def store_attachment(
+    session: Session,
+    user_id: int,
+    conversation_id: int | None,
+    filename: str | None,
+    content_type: str | None,
+    data: bytes,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Attachment:
+    """Check the file, extract its text and add it to the session (flushed, not committed).
+    Raises AttachmentRefused."""
+    name = safe_filename(filename)
+    if len(data) > max_bytes:
+        raise AttachmentRefused(
+            413, f"{name} is too large: attachments can be at most {human_size(max_bytes)}."
+        )
+    if not data:
+        raise AttachmentRefused(400, f"{name} is empty.")
+    kind = resolve_type(name, content_type)
+    text = extract_text(name, kind, data)
+    attachment = Attachment(
+        user_id=user_id,
+        conversation_id=conversation_id,
+        filename=name,
+        content_type=kind,
+        size=len(data),
+        data=data,
+        text=text,
+    )
+    session.add(attachment)
+    session.flush()
+    return attachment
+
+
+def store_upload(
+    session: Session,
+    user_id: int,
+    conversation_id: int | None,
+    upload: Upload | None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Attachment:
+    """`store_attachment` for a multipart upload (the `file` field); reads at most one byte
+    more than allowed, so an oversized file is refused without being read whole."""
+    if upload is None or not (upload.filename or "").strip():
+        raise AttachmentRefused(400, "Choose a file to attach (the multipart field 'file').")
+    data = upload.stream.read(max_bytes + 1)
+    return store_attachment(
+        session,
+        user_id,
+        conversation_id,
+        upload.filename,
+        upload.content_type,
+        data,
+        max_bytes=max_bytes,
+    )
+
+
+def safe_filename(filename: str | None) -> str:
+    """The last path component, without control or formatting characters (bidi overrides),
+    at most 255 characters with the extension kept."""
+    name = unicodedata.normalize("NFC", filename or "")
+    name = name.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(" " if ch.isspace() else ch for ch in name)  # no newlines or tabs
+    name = "".join(ch for ch in name if not unicodedata.category(ch).startswith("C"))
+    name = " ".join(name.split())
+    if name in {"", ".", ".."}:
+        return FALLBACK_FILENAME
+    if len(name) > MAX_FILENAME_CHARS:
+        stem, extension = os.path.splitext(name)
+        extension = extension[:16]
+        name = stem[: MAX_FILENAME_CHARS - len(extension)] + extension
+    return name
+
+
+def resolve_type(filename: str, content_type: str | None) -> str:
+    """The accepted content type, from the declared one (or the extension when the declared
+    type is generic). Raises AttachmentRefused(400) for anything else."""
+    declared = (content_type or "").split(";", 1)[0].strip().lower()
+    declared = TYPE_ALIASES.get(declared, declared)
+    if declared in GENERIC_TYPES:
+        declared = EXTENSION_TYPES.get(os.path.splitext(filename)[1].lower(), declared)
+    if declared not in ALLOWED_TYPES:
+        shown = f" ({declared})" if declared and declared not in GENERIC_TYPES else ""
+        raise AttachmentRefused(
+            400, f"{filename}{shown} cannot be attached: only {SUPPORTED} files are supported."
+        )
+    return declared
+
+
+def _mismatch(filename: str, kind: str, detail: str = "") -> AttachmentRefused:
+    label = TYPE_LABELS.get(kind, kind)
+    return AttachmentRefused(
+        400, f"{filename} is not {label}: its content does not match its type{detail}."
+    )
+
+
+# -- extracting text --------------------------------------------------------------------------
+
+
+def extract_text(filename: str, kind: str, data: bytes) -> str:
+    if kind in TEXT_TYPES:
+        return _text(filename, kind, data)
+    if kind == PDF_TYPE:
+        return _pdf_text(filename, data)
+    return _image_description(filename, kind, data)
+
+
+def _text(filename: str, kind: str, data: bytes) -> str:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise _mismatch(filename, kind, " (it is not UTF-8 text)") from None
+    if "\x00" in text:
+        raise _mismatch(filename, kind, " (it contains binary data)")
+    return text
+
+
+def _pdf_text(filename: str, data: bytes) -> str:
+    # The header may follow a little junk, as readers tolerate; nothing else is a PDF.
+    if b"%PDF-" not in data[:1024]:
+        raise _mismatch(filename, PDF_TYPE)
+    from pypdf import PdfReader
+
+    broken = AttachmentRefused(400, f"{filename} could not be read as a PDF (it may be damaged).")
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise AttachmentRefused(
+                400, f"{filename} is password-protected: attach a copy without a password."
+            )
+        pages = reader.pages
+        total = len(pages)
+    except AttachmentRefused:
+        raise
+    except Exception:
+        raise broken from None
+    if total == 0:
+        raise broken
+    parts: list[str] = []
+    notes: list[str] = []
+    length = 0
+    found_text = False
+    for number in range(min(total, MAX_PDF_PAGES)):
+        try:
+            page_text = (pages[number].extract_text() or "").replace("\x00", "").strip()
+            found_text = found_text or bool(page_text)
+        except Exception:
+            page_text = "[This page could not be read.]"
+        if page_text:
+            parts.append(f"--- Page {number + 1} ---\n{page_text}")
+            length += len(parts[-1])
+        if length > MAX_PDF_TEXT_CHARS:
+            notes.append(f"[Text extraction stopped after page {number + 1}: too much text.]")
+            break
+    else:
+        if total > MAX_PDF_PAGES:
+            notes.append(f"[Only the first {MAX_PDF_PAGES} of {total} pages were read.]")
+    if not found_text:
+        pages_word = "page" if total == 1 else "pages"
+        return (
+            f"[This PDF ({total} {pages_word}) has no extractable text: it may be scanned "
+            "images or drawings. Ask the person to paste the text they want used.]"
+        )
+    return "\n\n".join(parts + notes)
+
+
+def _image_description(filename: str, kind: str, data: bytes) -> str:
+    if not all(data[at : at + len(magic)] == magic for at, magic in IMAGE_SIGNATURES[kind]):
+        raise _mismatch(filename, kind)
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            # An image with a huge pixel count is refused rather than decoded.
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
+                image_format = image.format or ""
+                image.verify()
+            with Image.open(io.BytesIO(data)) as image:  # verify() leaves it unusable
+                frames = getattr(image, "n_frames", 1)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise AttachmentRefused(400, f"{filename} has too many pixels to be attached.") from None
+    except Exception:
+        raise AttachmentRefused(
+            400, f"{filename} could not be read as an image (it may be damaged)."
+        ) from None
+    if image_format not in IMAGE_FORMATS[kind]:
+        raise _mismatch(filename, kind)
+    label = "JPEG" if image_format == "MPO" else image_format
+    animated = f", animated ({frames} frames)" if frames > 1 else ""
+    return (
+        f"[Image: {label}, {width} × {height} pixels{animated}, {human_size(len(data))}. "
+        "No vision model is available, so what it shows is unknown: ask the person to "
+        "describe it if it matters.]"
+    )
+
+
+# -- reading back -----------------------------------------------------------------------------
+
+
+def attachments_for(
+    session: Session, user_id: int, conversation_id: int
+) -> list[AttachmentSummary]:
+    """The conversation's attachments, oldest first, without their bytes."""
+    rows = session.execute(
+        select(
+            Attachment.id,
+            Attachment.filename,
+            Attachment.content_type,
+            Attachment.size,
+            Attachment.created_at,
+        )
+        .where(Attachment.user_id == user_id, Attachment.conversation_id == conversation_id)
+        .order_by(Attachment.id)
+    ).all()
+    return [AttachmentSummary(*row) for row in rows]
+
+
+def attachment_note(
+    session: Session, conversation_id: int, since_sequence: int | None = None
+) -> str:
+    """Lines for the model-facing text of a new user message, naming the attachments added
+    to the conversation after the row `since_sequence` (the person's previous message);
+    None looks that row up (the latest user row), 0 means every attachment. Call it before
+    inserting the new message. Empty when there is nothing new."""
+    if since_sequence is None:
+        since_sequence = (
+            session.scalar(
+                select(Message.sequence)
+                .where(Message.conversation_id == conversation_id, Message.role == "user")
+                .order_by(Message.sequence.desc())
+                .limit(1)
+            )
+            or 0
+        )
+    query = select(Attachment.id, Attachment.filename).where(
+        Attachment.conversation_id == conversation_id
+    )
+    if since_sequence > 0:
+        since = session.scalar(
+            select(Message.created_at).where(
+                Message.conversation_id == conversation_id, Message.sequence == since_sequence
+            )
+        )
+        if since is not None:
+            query = query.where(Attachment.created_at > since)
+    rows = session.execute(query.order_by(Attachment.id)).all()
+    return "\n".join(
+        f"[Attached: {_note_name(row.filename)} (attachment id {row.id}); "
+        "use read_attachment to read it]"
+        for row in rows
+    )
+
+
+def _note_name(filename: str) -> str:
+    name = filename.replace("[", "(").replace("]", ")")
+    return name if len(name) <= 120 else name[:119] + "…"
+
+
+def human_size(size: int) -> str:
+    if size < 1000:
+        return f"{size} bytes"
+    if size < 1_000_000:
+        return f"{size / 1000:.0f} KB"
+    return f"{size / 1_000_000:.1f}".rstrip("0").rstrip(".") + " MB"
