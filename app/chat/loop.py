@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
@@ -54,12 +53,6 @@ ONE_QUESTION = (
 
 class RunCancelled(Exception):
     pass
-
-
-@dataclass
-class ToolOutcome:
-    paused: bool = False
-    ran_tools: bool = False
 
 
 def execute_run(services: Services, run_id: int) -> str | None:
@@ -119,8 +112,7 @@ class HostLoop:
             if not turn.tool_uses:
                 self.close_presenting(presenting)
                 return RUN_COMPLETED
-            outcome = self.run_tools(turn, row)
-            if outcome.paused:
+            if self.run_tools(turn, row):
                 self.close_presenting(presenting)
                 return RUN_AWAITING
             presenting = True
@@ -231,9 +223,10 @@ class HostLoop:
 
     # -- tools --------------------------------------------------------------------------
 
-    def run_tools(self, turn: AssistantTurn, assistant_row: Message) -> ToolOutcome:
+    def run_tools(self, turn: AssistantTurn, assistant_row: Message) -> bool:
         """Run every tool call of the turn; at most one of them may ask the person (a UI
-        tool, or a call held for confirmation), and that one is asked last."""
+        tool, or a call held for confirmation), and that one is asked last. True when
+        the run pauses on it."""
         question: tuple[dict, Tool, Pause | None] | None = None
         for tool_use in turn.tool_uses:
             self.check_cancelled()
@@ -249,8 +242,8 @@ class HostLoop:
                 continue
             self.record_result(tool_use, tool.name, ToolResult(ONE_QUESTION, is_error=True))
         if question is None:
-            return ToolOutcome(ran_tools=True)
-        return ToolOutcome(paused=self.ask(*question, assistant_row=assistant_row))
+            return False
+        return self.ask(*question, assistant_row=assistant_row)
 
     def call_tool(self, tool_use: dict, tool: Tool | None) -> Pause | None:
         """Run one call and persist its result; a call that must be confirmed first comes

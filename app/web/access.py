@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from flask import abort
+from flask import abort, request
 from flask_login import current_user
 
 from app.web.identity import db_session
@@ -20,6 +20,4 @@ def owned_or_404(model: type[T], object_id: int) -> T:
 
 
 def is_htmx() -> bool:
-    from flask import request
-
     return request.headers.get("HX-Request") == "true"
