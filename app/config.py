@@ -33,6 +33,30 @@ def _int(env: dict, name: str, default: int) -> int:
         raise ValueError(f"setting {name} must be a whole number, got {raw!r}") from exc
 
 
+def _float(env: dict, name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ValueError(f"setting {name} must be a number of seconds, got {raw!r}") from exc
+
+
+def _weights(raw: str | None) -> dict[str, int]:
+    """`claude-haiku-5-5=1,claude-sonnet-5-5=2` → {model: credits}."""
+    weights = {}
+    for item in (raw or "").split(","):
+        if not item.strip():
+            continue
+        name, _, value = item.partition("=")
+        try:
+            weights[name.strip()] = int(value)
+        except ValueError as exc:
+            raise ValueError(f"MODEL_CREDIT_WEIGHTS: {item!r} is not model=whole-number") from exc
+    return weights
+
+
 def _secret_key(instance_path: Path) -> str:
     """Generate a key into instance/ on first run so sessions survive restarts."""
     key_file = instance_path / "secret_key"
@@ -65,10 +89,20 @@ class Settings:
     max_iterations: int = 10
     history_message_cap: int = 40
     rate_limit_messages: str = "40 per 10 minutes"
-    heartbeat_seconds: int = 15
-    stale_seconds: int = 90
-    stream_idle_seconds: int = 90
-    max_run_seconds: int = 1200
+    heartbeat_seconds: float = 15
+    stale_seconds: float = 90
+    stream_idle_seconds: float = 90
+    max_run_seconds: float = 1200
+    # Runs one person may have in flight at once, across all their conversations.
+    max_concurrent_runs: int = 3
+    # Credits a run costs before its billable tool calls; models not listed cost 2.
+    model_credit_weights: dict = field(default_factory=dict)
+    default_credit_weight: int = 2
+    # Structured run logs (model calls, tool calls, frames, errors) for `flask chat-logs`.
+    run_logs: bool = True
+    worker_threads: int = 32
+    # The Dramatiq queue runs go to (separate deployments sharing a Redis use different ones).
+    run_queue: str = "loopdesk-runs"
     fetch_allow_hosts: tuple[str, ...] = ()
     # Media generation: an OpenAI-compatible images API when the URL is set (else the
     # local draft renderer); no video provider exists yet.
@@ -123,10 +157,15 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         max_iterations=_int(env, "MAX_ITERATIONS", 10),
         history_message_cap=_int(env, "HISTORY_MESSAGE_CAP", 40),
         rate_limit_messages=env.get("RATE_LIMIT_MESSAGES") or "40 per 10 minutes",
-        heartbeat_seconds=_int(env, "HEARTBEAT_SECONDS", 15),
-        stale_seconds=_int(env, "STALE_SECONDS", 90),
-        stream_idle_seconds=_int(env, "STREAM_IDLE_SECONDS", 90),
-        max_run_seconds=_int(env, "MAX_RUN_SECONDS", 1200),
+        heartbeat_seconds=_float(env, "HEARTBEAT_SECONDS", 15),
+        stale_seconds=_float(env, "STALE_SECONDS", 90),
+        stream_idle_seconds=_float(env, "STREAM_IDLE_SECONDS", 90),
+        max_run_seconds=_float(env, "MAX_RUN_SECONDS", 1200),
+        max_concurrent_runs=_int(env, "MAX_CONCURRENT_RUNS", 3),
+        model_credit_weights=_weights(env.get("MODEL_CREDIT_WEIGHTS")),
+        run_logs=_bool(env.get("RUN_LOGS"), True),
+        worker_threads=_int(env, "WORKER_THREADS", 32),
+        run_queue=env.get("RUN_QUEUE") or "loopdesk-runs",
         fetch_allow_hosts=tuple(
             h.strip() for h in (env.get("FETCH_ALLOW_HOSTS") or "").split(",") if h.strip()
         ),

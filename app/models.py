@@ -2,7 +2,8 @@
 
 from app.accounts.models import ApiToken, User
 from app.agents.models import Guideline, GuidelineChange
-from app.chat.models import Conversation, Message, Run
+from app.billing.models import UsageEvent
+from app.chat.models import Conversation, Message, Run, RunLogEntry
 from app.db import Base
 from app.memory.models import MemoryChange, UserMemory
 from app.workspace.models import (
@@ -32,6 +33,8 @@ __all__ = [
     "Output",
     "Persona",
     "Run",
+    "RunLogEntry",
+    "UsageEvent",
     "User",
     "UserMemory",
     "VisualAsset",

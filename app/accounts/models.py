@@ -37,6 +37,8 @@ class User(Base):
     onboarded_at: Mapped[datetime | None]
     # Suggested first requests for the empty chat: [{"title": ..., "prompt": ...}].
     starters: Mapped[list[Any]] = mapped_column(default=list, server_default=text("'[]'"))
+    # Credits a month; None is unlimited (the default). Set by an admin.
+    monthly_credits: Mapped[int | None]
 
     tokens: Mapped[list[ApiToken]] = relationship(
         back_populates="user", cascade="all, delete-orphan"

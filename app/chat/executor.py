@@ -1,5 +1,5 @@
-"""Where runs execute. The embedded default is a thread pool in the web process; the
-scale-out executor (Dramatiq) comes with the workers."""
+"""Where runs execute: a thread pool in the web process (the embedded default), or
+Dramatiq workers on Redis (app/chat/worker.py). Both end in `execute_run`."""
 
 from __future__ import annotations
 
@@ -42,5 +42,7 @@ class ThreadExecutor:
 
 def make_executor(services: Services) -> RunExecutor:
     if services.settings.run_executor == "dramatiq":
-        raise NotImplementedError("RUN_EXECUTOR=dramatiq arrives with the worker processes")
+        from app.chat.worker import DramatiqExecutor
+
+        return DramatiqExecutor(services.settings)
     return ThreadExecutor(services, services.settings.run_threads)

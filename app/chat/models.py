@@ -82,8 +82,26 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(16), default=RUN_QUEUED)
     trigger: Mapped[str] = mapped_column(String(16), default="message")
     iterations: Mapped[int] = mapped_column(default=0)
+    # The how-many-th run of its conversation (0-based): the metering key's turn index.
+    turn_index: Mapped[int] = mapped_column(default=0, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+
+
+class RunLogEntry(Base):
+    """One structured event of a run (model call, tool call, frames, error), for
+    `flask chat-logs` and the admin area. Secrets are redacted before they get here."""
+
+    __tablename__ = "run_log_entries"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    kind: Mapped[str] = mapped_column(String(32))
+    data: Mapped[dict[str, Any]] = mapped_column(default=dict)

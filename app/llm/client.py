@@ -38,6 +38,14 @@ class StreamCancelled(Exception):
     pass
 
 
+class StreamAborted(Exception):
+    """The run's watchdog cut the stream: `reason` is "idle" or "max_run"."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass
 class AssistantTurn:
     content: list[dict[str, Any]]
@@ -60,6 +68,9 @@ class StreamCallbacks:
     on_thinking_end: Callable[[], None] | None = None
     on_activity: Callable[[], None] | None = None
     should_stop: Callable[[], bool] | None = None
+    # The run's watchdog handle (app.chat.liveness.StreamWatch): it sees the stream open
+    # and close, every event, and the reasoning spans, and may cut the connection.
+    watch: Any = None
 
 
 def make_anthropic(
@@ -201,11 +212,23 @@ class ModelClient:
 
     def _stream_once(self, request: dict[str, Any], callbacks: StreamCallbacks) -> AssistantTurn:
         accumulator = _Accumulator(callbacks)
-        stream = self.anthropic.messages.create(stream=True, **request)
+        watch = callbacks.watch
+        options: dict[str, Any] = {}
+        if watch is not None:
+            # The watchdog judges silence (and forgives reasoning); the socket timeout is
+            # only the backstop for the whole run.
+            options["timeout"] = httpx.Timeout(
+                connect=10.0, read=float(self.settings.max_run_seconds), write=30.0, pool=30.0
+            )
+        stream = self.anthropic.messages.create(stream=True, **request, **options)
+        if watch is not None:
+            watch.stream_opened(stream.response)
         try:
             last_check = time.monotonic()
             for event in stream:
                 accumulator.feed(event)
+                if watch is not None:
+                    watch.activity()
                 if callbacks.on_activity:
                     callbacks.on_activity()
                 now = time.monotonic()
@@ -213,7 +236,13 @@ class ModelClient:
                     last_check = now
                     if callbacks.should_stop():
                         raise StreamCancelled()
+        except Exception as error:
+            if watch is not None and watch.aborted:
+                raise StreamAborted(watch.aborted) from error
+            raise
         finally:
+            if watch is not None:
+                watch.stream_closed()
             stream.close()
         return accumulator.turn()
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from flask import abort, request
+from flask import abort, current_app, request
 from flask_login import current_user
 
+from app.chat.models import STREAMING, Conversation
+from app.chat.stale import announce, reclaim_if_stale
 from app.web.identity import db_session
 
 T = TypeVar("T")
@@ -17,6 +19,21 @@ def owned_or_404(model: type[T], object_id: int) -> T:
     if obj is None or getattr(obj, "user_id", None) != current_user.id:
         abort(404)
     return obj
+
+
+def owned_conversation(conversation_id: int) -> Conversation:
+    """The caller's conversation, with a run whose heartbeat stopped reclaimed first, so
+    a reader never sees a reply that will not come (or is refused a new message)."""
+    conversation = owned_or_404(Conversation, conversation_id)
+    if conversation.status == STREAMING:
+        services = current_app.extensions["services"]
+        session = db_session()
+        reclaimed = reclaim_if_stale(session, conversation.id, services.settings.stale_seconds)
+        if reclaimed:
+            session.commit()
+            session.refresh(conversation)
+            announce(services.hub, reclaimed)
+    return conversation
 
 
 def is_htmx() -> bool:

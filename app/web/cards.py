@@ -41,10 +41,10 @@ from sqlalchemy import select
 from werkzeug.datastructures import MultiDict
 
 from app.chat.conversations import row_dict
-from app.chat.models import Conversation, Message
+from app.chat.models import Message
 from app.chat.runs import awaiting_card
 from app.tools.ui import check_step
-from app.web.access import is_htmx, owned_or_404
+from app.web.access import is_htmx, owned_conversation
 from app.web.errors import ApiError, error_response
 from app.web.identity import db_session, wants_json
 from app.web.turns import start_turn
@@ -387,7 +387,7 @@ def _first_error(parsed: ParsedAnswer) -> str:
 @bp.post("/chats/<int:conversation_id>/cards/<tool_use_id>")
 @login_required
 def answer(conversation_id: int, tool_use_id: str):
-    conversation = owned_or_404(Conversation, conversation_id)
+    conversation = owned_conversation(conversation_id)
     card_row = awaiting_card(db_session(), conversation.id)
     card = (card_row.meta.get("card") or {}) if card_row is not None else {}
     if (

@@ -71,7 +71,7 @@ class HtmlFrames:
 
     def _event(self, event: ev.Event) -> str:
         new_run = getattr(event, "run_id", None) not in (None, self.live.run_id) and not isinstance(
-            event, ev.RowPersisted | ev.ConversationChanged | ev.Done
+            event, ev.RowPersisted | ev.ConversationChanged | ev.Done | ev.Keepalive
         )
         steps_before = len(self.live.steps)
         self.live.apply(event)
@@ -102,6 +102,8 @@ class HtmlFrames:
                     busy=False,
                     swap_oob=True,
                 )
+            case ev.Keepalive():
+                return "<!-- keepalive -->"  # no element, so htmx swaps nothing
             case ev.RunError(message=message):
                 return _template("chat/_banner.html", message=message, swap_oob=True)
             case ev.ConversationChanged(conversation=conversation):

@@ -1,0 +1,2 @@
+"""Credits: a monthly allowance per person, checked before a run is enqueued, and one
+usage event metered after each run (idempotent by key)."""

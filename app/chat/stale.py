@@ -1,0 +1,168 @@
+"""Staleness: a run whose heartbeat stopped (its process died, or a queue lost it) is
+reclaimed by whoever notices first: a read of the conversation, or the periodic sweep.
+The run ends as `error`, the conversation is IDLE again, and the person sees that the
+reply was interrupted. What the run had persisted stays; nothing is half-written because
+every row was its own transaction."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session
+
+from app.chat import events as ev
+from app.chat.conversations import conversation_dict, row_dict
+from app.chat.models import (
+    ACTIVE_RUN_STATUSES,
+    IDLE,
+    RUN_ERROR,
+    STREAMING,
+    Conversation,
+    Run,
+)
+from app.chat.rows import insert_message
+from app.db import utcnow
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED = "This reply was interrupted before it finished. Send your message again to continue."
+
+
+@dataclass
+class Reclaimed:
+    run_id: int
+    conversation_id: int
+    user_id: int
+    row: dict
+    conversation: dict
+
+
+def _stale_before(stale_seconds: float):
+    return utcnow() - timedelta(seconds=stale_seconds)
+
+
+def _last_sign_of_life():
+    return func.coalesce(Run.heartbeat_at, Run.started_at, Run.created_at)
+
+
+def reclaim_run(session: Session, run: Run) -> Reclaimed | None:
+    """End one stale run (compare-and-set, so two reclaimers cannot both write the row)."""
+    result = session.execute(
+        update(Run)
+        .where(Run.id == run.id, Run.status.in_(ACTIVE_RUN_STATUSES))
+        .values(status=RUN_ERROR, finished_at=utcnow(), error="interrupted: heartbeat stopped")
+    )
+    if result.rowcount != 1:
+        return None
+    row = insert_message(
+        session,
+        run.conversation_id,
+        role="assistant",
+        kind="error",
+        content=INTERRUPTED,
+        meta={"code": "interrupted"},
+    )
+    session.execute(
+        update(Conversation)
+        .where(Conversation.id == run.conversation_id)
+        .values(status=IDLE, active_run_id=None, updated_at=utcnow())
+    )
+    conversation = session.get(Conversation, run.conversation_id)
+    return Reclaimed(
+        run.id, run.conversation_id, run.user_id, row_dict(row), conversation_dict(conversation)
+    )
+
+
+def stale_runs(session: Session, stale_seconds: float, conversation_id: int | None = None):
+    query = select(Run).where(
+        Run.status.in_(ACTIVE_RUN_STATUSES), _last_sign_of_life() < _stale_before(stale_seconds)
+    )
+    if conversation_id is not None:
+        query = query.where(Run.conversation_id == conversation_id)
+    return list(session.scalars(query))
+
+
+def release_orphans(session: Session, conversation_id: int | None = None) -> int:
+    """STREAMING conversations whose run is no longer active (a crash between writes
+    that were not one transaction in an older version) become IDLE."""
+    active = select(Run.id).where(
+        Run.id == Conversation.active_run_id, Run.status.in_(ACTIVE_RUN_STATUSES)
+    )
+    query = (
+        update(Conversation)
+        .where(
+            Conversation.status == STREAMING,
+            or_(Conversation.active_run_id.is_(None), ~active.exists()),
+        )
+        .values(status=IDLE, active_run_id=None)
+    )
+    if conversation_id is not None:
+        query = query.where(Conversation.id == conversation_id)
+    return session.execute(query.execution_options(synchronize_session=False)).rowcount
+
+
+def announce(hub, reclaimed: list[Reclaimed]) -> None:
+    """Open pages see the interrupted row, the live area close and the composer free up."""
+    for item in reclaimed:
+        hub.publish(item.conversation_id, ev.RowPersisted(item.row, item.run_id))
+        hub.publish(item.conversation_id, ev.Done(item.run_id, RUN_ERROR))
+        hub.publish_user(item.user_id, ev.ConversationChanged(item.conversation))
+
+
+def reclaim_if_stale(session: Session, conversation_id: int, stale_seconds: float):
+    """The on-read check for one conversation, inside the caller's transaction (the
+    caller commits, then announces)."""
+    return [
+        item
+        for run in stale_runs(session, stale_seconds, conversation_id)
+        if (item := reclaim_run(session, run)) is not None
+    ]
+
+
+def sweep(database, hub, stale_seconds: float) -> list[Reclaimed]:
+    """Reclaim every stale run, a conversation a transaction."""
+    with database.session() as session:
+        conversation_ids = {run.conversation_id for run in stale_runs(session, stale_seconds)}
+        release_orphans(session)
+        session.commit()
+    reclaimed: list[Reclaimed] = []
+    for conversation_id in sorted(conversation_ids):
+        with database.session() as session:
+            reclaimed.extend(reclaim_if_stale(session, conversation_id, stale_seconds))
+            session.commit()
+    if reclaimed:
+        log.warning("reclaimed %d stale run(s): %s", len(reclaimed), [r.run_id for r in reclaimed])
+        announce(hub, reclaimed)
+    return reclaimed
+
+
+class StaleSweeper:
+    """The periodic sweep, one thread per process (web and worker alike). Jittered so
+    several processes do not sweep in lockstep; the compare-and-set makes overlap safe."""
+
+    def __init__(self, database, hub, stale_seconds: float) -> None:
+        self.database = database
+        self.hub = hub
+        self.stale_seconds = stale_seconds
+        self.interval = max(0.2, min(stale_seconds / 3, 30.0))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="stale-sweeper", daemon=True)
+
+    def start(self) -> StaleSweeper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval * random.uniform(0.8, 1.2)):
+            try:
+                sweep(self.database, self.hub, self.stale_seconds)
+            except Exception:
+                log.exception("stale sweep failed")

@@ -1,0 +1,93 @@
+"""Runs in Dramatiq workers (RUN_EXECUTOR=dramatiq): the web process enqueues a run id on
+Redis; any worker process claims it (compare-and-set, so a message delivered twice runs
+once) and drives it, streaming frames back over the Redis hub to whichever web process
+holds the socket."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+import dramatiq
+from dramatiq.brokers.redis import RedisBroker
+
+from app.config import Settings
+
+log = logging.getLogger(__name__)
+
+ACTOR_NAME = "run_chat"
+
+# The services of this worker process, set by `start_worker` before messages are consumed.
+_services = None
+
+
+def make_broker(settings: Settings) -> RedisBroker:
+    if not settings.redis_url:
+        raise RuntimeError("RUN_EXECUTOR=dramatiq needs REDIS_URL (the broker lives in Redis)")
+    return RedisBroker(url=settings.redis_url, namespace="loopdesk")
+
+
+def _run_chat(run_id: int) -> None:
+    from app.chat.loop import execute_run
+
+    if _services is None:
+        raise RuntimeError("this process is not a worker: start it with `flask worker`")
+    status = execute_run(_services, run_id)
+    if status is None:
+        log.info("run %s was already claimed or finished; message dropped", run_id)
+
+
+def declare_actor(broker: RedisBroker, settings: Settings) -> dramatiq.Actor:
+    """The one actor. No retries: a failed run has told the person already, and a run
+    that died mid-way is reclaimed by the staleness sweep, never replayed."""
+    return dramatiq.Actor(
+        _run_chat,
+        broker=broker,
+        actor_name=ACTOR_NAME,
+        queue_name=settings.run_queue,
+        priority=0,
+        options={
+            "max_retries": 0,
+            "time_limit": int((settings.max_run_seconds + 60) * 1000),
+        },
+    )
+
+
+class DramatiqExecutor:
+    """The web side: enqueue and answer at once."""
+
+    def __init__(self, settings: Settings):
+        self.broker = make_broker(settings)
+        self.actor = declare_actor(self.broker, settings)
+
+    def submit(self, run_id: int) -> None:
+        self.actor.send(run_id)
+
+    def shutdown(self) -> None:
+        self.broker.close()
+
+
+def start_worker(services, threads: int) -> None:
+    """Consume runs until SIGTERM or SIGINT (what `flask worker` calls)."""
+    global _services
+    from app.chat.stale import StaleSweeper
+
+    _services = services
+    broker = make_broker(services.settings)
+    declare_actor(broker, services.settings)
+    worker = dramatiq.Worker(broker, queues={services.settings.run_queue}, worker_threads=threads)
+    sweeper = StaleSweeper(services.database, services.hub, services.settings.stale_seconds)
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    worker.start()
+    sweeper.start()
+    log.warning("worker consuming %s with %d threads", services.settings.run_queue, threads)
+    try:
+        stopping.wait()
+    finally:
+        sweeper.stop()
+        worker.stop()
+        broker.close()
+        services.close()
