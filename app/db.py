@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 NAMING = {
@@ -20,6 +22,9 @@ NAMING = {
 # Plain JSON, also on PostgreSQL: these are documents shown to people (a quiz, a card, a
 # row's blocks) whose key order matters; JSONB would reorder their keys.
 JsonType = JSON()
+
+
+LOCK_WAIT_SECONDS = 30.0
 
 
 def utcnow() -> datetime:
@@ -41,19 +46,32 @@ def _configure_sqlite(engine: Engine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        # Waiting for the write lock happens in Python (see _on_begin), never inside
+        # SQLite's C busy handler, which would stall every greenlet of a gevent worker.
+        cursor.execute("PRAGMA busy_timeout=0")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection):
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        pause = 0.0005
+        while True:
+            try:
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+                return
+            except OperationalError as error:
+                if "locked" not in str(error.orig) or time.monotonic() > deadline:
+                    raise
+            # time.sleep yields to other threads, and to other greenlets under gevent.
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
     if url.startswith("sqlite"):
-        kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
+        kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 0})
         if url in ("sqlite://", "sqlite:///:memory:"):
             kwargs.pop("pool_size", None)
             kwargs.pop("max_overflow", None)

@@ -1,0 +1,31 @@
+"""Production serving: `gunicorn -c gunicorn.conf.py wsgi:app` (README, "Scaling out").
+
+gevent workers by default: every open socket and every model stream is a greenlet, so
+one worker holds about a thousand sockets (FACTS.md: a thread per stream does not scale).
+With GUNICORN_WORKER_CLASS=gthread, each socket holds one of GUNICORN_THREADS slots."""
+
+import os
+
+bind = os.environ.get("GUNICORN_BIND") or (
+    f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '5000')}"
+)
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gevent")
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))
+threads = int(os.environ.get("GUNICORN_THREADS", "64"))
+# Sockets are long-lived; gevent workers keep answering the arbiter while they wait.
+timeout = 60
+graceful_timeout = 20
+keepalive = 5
+accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None
+errorlog = "-"
+
+
+def post_worker_init(worker):
+    """Every web process sweeps for stale runs (jittered; overlap is harmless)."""
+    from app.chat.stale import StaleSweeper
+
+    services = worker.wsgi.extensions["services"]
+    worker.stale_sweeper = StaleSweeper(
+        services.database, services.hub, services.settings.stale_seconds
+    ).start()
