@@ -77,6 +77,8 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 5000
     redis_url: str | None = None
+    # Namespaces every Redis key and channel (deployments or tests sharing one Redis).
+    redis_prefix: str = "loopdesk:"
     run_executor: str = "thread"
     run_threads: int = 32
     anthropic_api_key: str | None = None
@@ -145,6 +147,7 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         host=env.get("HOST") or "127.0.0.1",
         port=_int(env, "PORT", 5000),
         redis_url=env.get("REDIS_URL") or None,
+        redis_prefix=env.get("REDIS_PREFIX") or "loopdesk:",
         run_executor=executor,
         run_threads=_int(env, "RUN_THREADS", 32),
         anthropic_api_key=api_key,

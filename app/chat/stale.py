@@ -59,6 +59,13 @@ def reclaim_run(session: Session, run: Run) -> Reclaimed | None:
     )
     if result.rowcount != 1:
         return None
+    log.warning(
+        "run %s: no sign of life since %s (created %s, started %s); reclaiming",
+        run.id,
+        run.heartbeat_at,
+        run.created_at,
+        run.started_at,
+    )
     row = insert_message(
         session,
         run.conversation_id,
@@ -161,8 +168,12 @@ class StaleSweeper:
         self._stop.set()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval * random.uniform(0.8, 1.2)):
+        # Once at start (a restarted process cleans up after its previous life), then
+        # every interval.
+        while True:
             try:
                 sweep(self.database, self.hub, self.stale_seconds)
             except Exception:
                 log.exception("stale sweep failed")
+            if self._stop.wait(self.interval * random.uniform(0.8, 1.2)):
+                return

@@ -33,9 +33,15 @@ def _run_chat(run_id: int) -> None:
 
     if _services is None:
         raise RuntimeError("this process is not a worker: start it with `flask worker`")
+    log.info("run %s: starting", run_id)
     status = execute_run(_services, run_id)
+    log.info("run %s: %s", run_id, status or "already claimed or finished")
     if status is None:
-        log.info("run %s was already claimed or finished; message dropped", run_id)
+        from app.chat.runs import run_status
+
+        with _services.database.session() as session:
+            current = run_status(session, run_id)
+        log.info("run %s is %s: message dropped", run_id, current or "unknown")
 
 
 def declare_actor(broker: RedisBroker, settings: Settings) -> dramatiq.Actor:
@@ -74,6 +80,9 @@ def start_worker(services, threads: int) -> None:
     from app.chat.stale import StaleSweeper
 
     _services = services
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     broker = make_broker(services.settings)
     declare_actor(broker, services.settings)
     worker = dramatiq.Worker(broker, queues={services.settings.run_queue}, worker_threads=threads)
@@ -83,7 +92,12 @@ def start_worker(services, threads: int) -> None:
         signal.signal(signum, lambda *_: stopping.set())
     worker.start()
     sweeper.start()
-    log.warning("worker consuming %s with %d threads", services.settings.run_queue, threads)
+    log.warning(
+        "worker consuming %s with %d threads; database %s",
+        services.settings.run_queue,
+        threads,
+        services.database.engine.url.render_as_string(hide_password=True),
+    )
     try:
         stopping.wait()
     finally:

@@ -1,0 +1,230 @@
+"""Scale-out with real processes: two gunicorn web processes and a Dramatiq worker on
+PostgreSQL and Redis; a worker killed mid-stream; the embedded server killed mid-stream
+and restarted."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import create_engine
+
+from app.accounts.models import ApiToken
+from app.accounts.service import create_user
+from app.chat.stale import INTERRUPTED
+from app.db import Database
+from app.models import Base
+from app.workspace.models import Offer
+from tests.conftest import SERVICE_DATABASE_URL, SERVICE_REDIS_URL
+from tests.fake_model import Turn, text, tool_use
+from tests.scale.processes import (
+    Api,
+    base_env,
+    flask_serve,
+    flask_worker,
+    gunicorn_web,
+)
+
+TIMERS = {"HEARTBEAT_SECONDS": "0.3", "STALE_SECONDS": "2", "STREAM_IDLE_SECONDS": "10"}
+STALE_SECONDS = 2.0
+# A reclaim happens one sweep (a third of STALE_SECONDS, jittered) after the run goes stale.
+RECLAIM_WITHIN = STALE_SECONDS + 1.5
+
+needs_services = pytest.mark.skipif(
+    not (SERVICE_DATABASE_URL.startswith("postgresql") and SERVICE_REDIS_URL),
+    reason="runs against the PostgreSQL and Redis of CI's second pass (DATABASE_URL, REDIS_URL)",
+)
+
+
+class Deployment:
+    def __init__(self, tmp_path, database_url, model_url, **settings):
+        self.tmp_path = tmp_path
+        self.database_url = database_url
+        engine = create_engine(database_url)
+        Base.metadata.create_all(engine)
+        engine.dispose()
+        self.env = base_env(tmp_path, database_url, model_url, **TIMERS, **settings)
+        self.processes = []
+        self.apis = []
+        self.token, self.user_id, self.offer_id = self._user()
+
+    def _user(self):
+        database = Database(self.database_url)
+        with database.session() as session:
+            user = create_user(session, "ops@example.com", "correct horse battery")
+            session.flush()
+            token, raw = ApiToken.issue(user, "scale-test")
+            offer = Offer(user_id=user.id, name="Calm Mornings", description="Coaching")
+            session.add_all([token, offer])
+            session.commit()
+            ids = (raw, user.id, offer.id)
+        database.dispose()
+        return ids
+
+    def start(self, process):
+        self.processes.append(process)
+        return process.start()
+
+    def api(self, web) -> Api:
+        self.apis.append(Api(web.url, self.token))
+        return self.apis[-1]
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.log()}" for p in self.processes)
+
+    def stop(self):
+        for api in self.apis:
+            api.close()
+        for process in self.processes:
+            process.stop()
+
+
+@pytest.fixture
+def deployment(tmp_path, database_url, fake_model):
+    made = []
+
+    def build(**settings):
+        made.append(Deployment(tmp_path, database_url, fake_model.base_url, **settings))
+        return made[-1]
+
+    yield build
+    for item in made:
+        item.stop()
+
+
+def _text_of(frames, run_id) -> str:
+    return "".join(f["text"] for f in frames if f["type"] == "textDelta" and f["runId"] == run_id)
+
+
+def _assert_rows_whole(rows):
+    sequences = [r["sequence"] for r in rows]
+    assert sequences == sorted(set(sequences)), sequences
+    assert all(r["kind"] != "host" or r["content"] for r in rows)
+
+
+@needs_services
+def test_a_run_in_a_worker_streams_to_a_socket_on_the_other_web_process(deployment, fake_model):
+    setup = deployment(REDIS_URL=SERVICE_REDIS_URL, RUN_EXECUTOR="dramatiq")
+    web_a = setup.start(gunicorn_web("web-a", setup.env, setup.tmp_path))
+    web_b = setup.start(gunicorn_web("web-b", setup.env, setup.tmp_path))
+    setup.start(flask_worker("worker", setup.env, setup.tmp_path))
+    a, b = setup.api(web_a), setup.api(web_b)
+    fake_model.script(
+        Turn(text("Let me check which offer."), tool_use("select_offer", {"prompt": "Which?"})),
+        Turn(text("Calm Mornings it is: a calm plan for busy mornings."), token_delay=0.01),
+    )
+    chat_id = a.post("/api/chats", {}).json()["id"]
+    socket = b.socket(chat_id)
+
+    first = a.post(f"/api/chats/{chat_id}/loop", {"message": "Plan a campaign"}).json()["runId"]
+    card = socket.until(lambda f: f["type"] == "toolCall", timeout=30)
+    socket.until(lambda f: f["type"] == "done" and f["runId"] == first)
+    answer = {"toolUseId": card["toolUseId"], "result": {"offer_id": setup.offer_id}}
+    response = b.post(f"/api/chats/{chat_id}/loop", {"toolResponse": answer})
+    assert response.status_code == 202, response.text
+    second = response.json()["runId"]
+    done = socket.until(lambda f: f["type"] == "done" and f["runId"] == second, timeout=30)
+
+    assert card["tool"] == "select_offer"
+    assert _text_of(socket.frames, first) == "Let me check which offer."
+    assert done["status"] == "completed", setup.logs()
+    assert _text_of(socket.frames, second) == "Calm Mornings it is: a calm plan for busy mornings."
+    rows = a.rows(chat_id)
+    assert [r["kind"] for r in rows] == ["user", "card", "host"]
+    assert rows[1]["card"]["status"] == "answered"
+    assert b.get(f"/api/runs/{second}")["status"] == "completed"
+
+
+@needs_services
+def test_a_worker_killed_mid_stream_leaves_an_interrupted_reply_and_a_usable_chat(
+    deployment, fake_model
+):
+    setup = deployment(REDIS_URL=SERVICE_REDIS_URL, RUN_EXECUTOR="dramatiq")
+    web_a = setup.start(gunicorn_web("web-a", setup.env, setup.tmp_path))
+    web_b = setup.start(gunicorn_web("web-b", setup.env, setup.tmp_path))
+    worker = setup.start(flask_worker("worker", setup.env, setup.tmp_path))
+    a, b = setup.api(web_a), setup.api(web_b)
+    fake_model.script(Turn(text("word " * 300), token_delay=0.05))
+    chat_id = a.post("/api/chats", {}).json()["id"]
+    socket = b.socket(chat_id)
+    run_id = a.post(f"/api/chats/{chat_id}/loop", {"message": "Write at length"}).json()["runId"]
+    socket.until(lambda f: f["type"] == "textDelta", timeout=30)
+
+    worker.kill()
+    killed = time.monotonic()
+    # No one reads the chat: the web processes' sweep finds the run and tells the socket.
+    interrupted = socket.until(
+        lambda f: f["type"] == "message" and f["row"]["kind"] == "error", timeout=15
+    )
+    reclaimed_after = time.monotonic() - killed
+
+    assert reclaimed_after <= RECLAIM_WITHIN, reclaimed_after
+    assert interrupted["row"]["content"] == INTERRUPTED
+    assert a.chat_status(chat_id) == "IDLE"
+    assert b.get(f"/api/runs/{run_id}")["status"] == "error"
+    rows = a.rows(chat_id)
+    assert [r["kind"] for r in rows] == ["user", "error"]
+    _assert_rows_whole(rows)
+
+    # A new worker; the next message runs normally.
+    setup.start(flask_worker("worker-2", setup.env, setup.tmp_path))
+    fake_model.script(Turn(text("Here is the short version.")))
+    next_run = b.post(f"/api/chats/{chat_id}/loop", {"message": "Shorter please"}).json()["runId"]
+    done = socket.until(lambda f: f["type"] == "done" and f["runId"] == next_run, timeout=30)
+    assert done["status"] == "completed", setup.logs()
+    rows = a.rows(chat_id)
+    assert [r["kind"] for r in rows] == ["user", "error", "user", "host"]
+    _assert_rows_whole(rows)
+
+    # The killed run's message delivered again (as the broker would) is dropped.
+    from app.chat.worker import DramatiqExecutor
+    from app.config import load_settings
+
+    executor = DramatiqExecutor(load_settings(env=setup.env))
+    executor.submit(run_id)
+    executor.submit(next_run)
+    time.sleep(1.5)
+    executor.shutdown()
+    assert a.rows(chat_id) == rows
+    assert b.get(f"/api/runs/{run_id}")["status"] == "error"
+    assert b.get(f"/api/runs/{next_run}")["status"] == "completed"
+
+
+def test_the_embedded_server_killed_mid_stream_and_restarted(deployment, fake_model):
+    settings = {"RUN_EXECUTOR": "thread"}
+    if SERVICE_REDIS_URL:
+        settings["REDIS_URL"] = SERVICE_REDIS_URL
+    setup = deployment(**settings)
+    web = setup.start(flask_serve("web", setup.env, setup.tmp_path))
+    api = setup.api(web)
+    fake_model.script(Turn(text("word " * 300), token_delay=0.05))
+    chat_id = api.post("/api/chats", {}).json()["id"]
+    socket = api.socket(chat_id)
+    run_id = api.post(f"/api/chats/{chat_id}/loop", {"message": "Write at length"}).json()["runId"]
+    socket.until(lambda f: f["type"] == "textDelta", timeout=30)
+
+    web.kill()
+    killed = time.monotonic()
+    port = web.url.rsplit(":", 1)[1]
+    restarted = setup.start(flask_serve("web-restarted", setup.env, setup.tmp_path, int(port)))
+    api = setup.api(restarted)
+    # Reclaimed by the restarted server's first sweep, or STALE_SECONDS after the kill if
+    # the restart was quicker than that. Nobody reads the chat's rows meanwhile.
+    deadline = max(killed + RECLAIM_WITHIN, time.monotonic() + 1.0)
+    while api.chat_status(chat_id) != "IDLE":
+        assert time.monotonic() <= deadline, setup.logs()
+        time.sleep(0.1)
+
+    rows = api.rows(chat_id)
+    assert [r["kind"] for r in rows] == ["user", "error"]
+    assert rows[-1]["content"] == INTERRUPTED
+    assert api.get(f"/api/runs/{run_id}")["status"] == "error"
+    _assert_rows_whole(rows)
+    fake_model.script(Turn(text("Back, and brief.")))
+    next_run = api.post(f"/api/chats/{chat_id}/loop", {"message": "Again"}).json()["runId"]
+    deadline = time.monotonic() + 20
+    while api.get(f"/api/runs/{next_run}")["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert api.get(f"/api/runs/{next_run}")["status"] == "completed"
+    assert [r["kind"] for r in api.rows(chat_id)] == ["user", "error", "user", "host"]
