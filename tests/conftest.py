@@ -80,6 +80,9 @@ def database_url(tmp_path):
 def make_app(tmp_path, database_url):
     """Build an app on this test's database; call again for a second, fresh process state."""
     apps = []
+    # The test's own namespace on a shared Redis (hub channels and live state): ids repeat
+    # from test to test. Every app of the test shares it, as the processes of one deployment.
+    hub_prefix = f"test-{uuid.uuid4().hex[:12]}:"
 
     def build(create_schema: bool = True, **overrides):
         config = {
@@ -93,6 +96,7 @@ def make_app(tmp_path, database_url):
             "model_provider": "anthropic",
             "anthropic_base_url": "http://127.0.0.1:9",
             "anthropic_api_key": "test-key",
+            "redis_prefix": hub_prefix,
         }
         config.update(overrides)
         app = create_app(config)

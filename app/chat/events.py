@@ -4,7 +4,7 @@ them into socket frames (HTML or JSON). Each event knows its wire form (CONTRACT
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 TimelineStage = Literal["resolving_context", "writing", "presenting"]
 TimelineState = Literal["started", "done"]
@@ -113,3 +113,16 @@ def to_wire(event: Event) -> dict[str, Any]:
             continue
         data[_CAMEL.get(key, key)] = value
     return data
+
+
+_EVENT_TYPES: dict[str, type] = {
+    cls.__dataclass_fields__["kind"].default: cls for cls in get_args(Event)
+}
+_SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
+
+
+def from_wire(data: dict[str, Any]) -> Event:
+    """The event back from its JSON frame (the Redis hub carries events between processes
+    in this form). Raises KeyError or TypeError on a frame that is not an event."""
+    cls = _EVENT_TYPES[data["type"]]
+    return cls(**{_SNAKE.get(key, key): value for key, value in data.items() if key != "type"})

@@ -25,11 +25,13 @@ class Hub(Protocol):
 
     def live_state(self, conversation_id: int) -> LiveState: ...
 
+    def unsubscribe(self, subscription: Subscription) -> None: ...
+
+    def close(self) -> None: ...
+
 
 class Subscription:
-    def __init__(
-        self, hub: LocalHub, conversation_id: int, user_id: int | None, snapshot: LiveState
-    ):
+    def __init__(self, hub: Hub, conversation_id: int, user_id: int | None, snapshot: LiveState):
         self.hub = hub
         self.conversation_id = conversation_id
         self.user_id = user_id
@@ -112,3 +114,6 @@ class LocalHub:
                     subscribers.discard(subscription)
                     if not subscribers:
                         del index[key]
+
+    def close(self) -> None:
+        """Nothing to release: subscriptions end with their sockets."""

@@ -23,7 +23,7 @@ class LiveState:
             if event.run_id == self.run_id:
                 self.reset(None)
             return
-        if run_id is None or isinstance(event, ev.ConversationChanged):
+        if run_id is None or isinstance(event, ev.ConversationChanged | ev.Keepalive):
             return
         if run_id != self.run_id:
             if isinstance(event, ev.RowPersisted):

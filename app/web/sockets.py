@@ -105,6 +105,11 @@ def _relay(ws, subscription, frames, conversation_id: int) -> None:
     while ws.connected:
         event = subscription.get(timeout=WAIT_SECONDS)
         if event is None:
+            if subscription.overflowed:
+                # Events were lost (a full queue, or the hub's connection dropped): the
+                # client reconnects and catches up from rows and the live state.
+                ws.close(reason=TRY_AGAIN_LATER, message="")
+                return
             _read_client_messages(ws, conversation_id, frames)
             continue
         wait = frames.min_interval - (time.monotonic() - last_send)
