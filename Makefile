@@ -50,8 +50,10 @@ format: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# Every benchmark (under 10 minutes), then docs/benchmarks.md and its plots.
+# BENCH_ARGS passes options, e.g. BENCH_ARGS="--only serving --variants minimal,gunicorn".
 bench: setup
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH_ARGS)
 
 # Regenerate the lock after editing pyproject.toml.
 lock: $(UV)

@@ -45,7 +45,10 @@ def create_app(test_config: dict | None = None) -> Flask:
         # An upload plus its form fields; attachments themselves are capped by the setting.
         MAX_CONTENT_LENGTH=max(8 * 1024 * 1024, settings.attachment_max_bytes + 1024 * 1024),
         RATELIMIT_STORAGE_URI=settings.redis_url or "memory://",
-        RATELIMIT_HEADERS_ENABLED=True,
+        # Off: flask-limiter would stamp every response of a limited route with its window's
+        # Retry-After (also a 202, and over a 429 TOO_MANY_RUNS's few seconds); the 429
+        # handler (app/web/errors.py) sets Retry-After where it means something.
+        RATELIMIT_HEADERS_ENABLED=False,
         SOCK_SERVER_OPTIONS={"ping_interval": 25, "max_message_size": 64 * 1024},
     )
     app.config.update(flask_config)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
@@ -10,6 +13,10 @@ from werkzeug.serving import run_simple
 
 from app.accounts.models import ApiToken, User
 from app.accounts.service import AccountError, create_user
+from app.chat.models import Conversation, Run
+from app.chat.run_log import describe, load_reports
+from app.chat.stale import StaleSweeper, sweep
+from app.config import PROJECT_ROOT
 from app.workspace.demo import DEMO_EMAIL, DEMO_PASSWORD, seed_demo
 
 
@@ -71,10 +78,84 @@ def serve_command() -> None:
     click.echo(f"Demo login (if you did not change it): {DEMO_EMAIL} / {DEMO_PASSWORD}")
     if settings.uses_demo_model:
         click.echo("No model configured: replies come from the built-in demo model.")
-    # Flask refuses app.run() inside a CLI command; run_simple is what it would call.
-    run_simple(settings.host, settings.port, current_app._get_current_object(), threaded=True)
+    services = current_app.extensions["services"]
+    sweeper = StaleSweeper(services.database, services.hub, settings.stale_seconds).start()
+    try:
+        # Flask refuses app.run() inside a CLI command; run_simple is what it would call.
+        run_simple(settings.host, settings.port, current_app._get_current_object(), threaded=True)
+    finally:
+        sweeper.stop()
+
+
+@click.command("worker")
+@with_appcontext
+@click.option("--threads", type=int, default=None, help="Runs at once (default WORKER_THREADS).")
+def worker_command(threads: int | None) -> None:
+    """Execute runs from the Redis queue until stopped (RUN_EXECUTOR=dramatiq)."""
+    from app.chat.worker import start_worker
+
+    services = current_app.extensions["services"]
+    if not services.settings.redis_url:
+        raise click.ClickException("`flask worker` needs REDIS_URL (the queue lives in Redis).")
+    threads = threads or services.settings.worker_threads
+    if services.settings.worker_pool == "gevent":
+        # A fresh interpreter that patches before importing anything (gevent_worker.py).
+        entry = str(PROJECT_ROOT / "gevent_worker.py")
+        os.execv(sys.executable, [sys.executable, entry, str(threads)])
+    start_worker(services, threads)
+
+
+@click.command("sweep-stale")
+@with_appcontext
+def sweep_stale_command() -> None:
+    """Reclaim runs whose heartbeat stopped (STALE_SECONDS): they end as interrupted."""
+    services = current_app.extensions["services"]
+    reclaimed = sweep(services.database, services.hub, services.settings.stale_seconds)
+    for item in reclaimed:
+        click.echo(f"run {item.run_id} in conversation {item.conversation_id}: interrupted")
+    click.echo(f"{len(reclaimed)} stale run(s) reclaimed.")
+
+
+@click.command("chat-logs")
+@with_appcontext
+@click.argument("conversation_id", type=int)
+@click.argument("run_id", type=int, required=False)
+@click.option("--full", is_flag=True, help="Show tool inputs and outputs as stored.")
+def chat_logs_command(conversation_id: int, run_id: int | None, full: bool) -> None:
+    """Print the run logs of a conversation (or of one of its runs)."""
+    with _session() as session:
+        conversation = session.get(Conversation, conversation_id)
+        if conversation is None:
+            raise click.ClickException(f"No conversation {conversation_id}.")
+        run = session.get(Run, run_id) if run_id is not None else None
+        if run_id is not None and (run is None or run.conversation_id != conversation_id):
+            raise click.ClickException(
+                f"Run {run_id} is not a run of conversation {conversation_id}."
+            )
+        owner = session.get(User, conversation.user_id)
+        reports = load_reports(session, conversation_id, run_id)
+    click.echo(
+        f"Conversation {conversation.id} · {conversation.title!r} · {owner.email} · "
+        f"{conversation.status} · {len(reports)} run{'' if len(reports) == 1 else 's'}"
+    )
+    for report in reports:
+        click.echo("")
+        click.echo(report.header())
+        if not report.entries:
+            click.echo("  (no log entries: run logs were off, or the run never got going)")
+        for entry in report.entries:
+            line = describe(entry, preview_chars=None if full else 160)
+            click.echo(f"  {report.offset(entry):>9}  {entry.kind:<10}  {line}")
 
 
 def register_commands(app: Flask) -> None:
-    for command in (create_user_command, create_token_command, seed_demo_command, serve_command):
+    for command in (
+        create_user_command,
+        create_token_command,
+        seed_demo_command,
+        serve_command,
+        worker_command,
+        sweep_stale_command,
+        chat_logs_command,
+    ):
         app.cli.add_command(command)

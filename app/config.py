@@ -76,6 +76,8 @@ class Settings:
     secret_key: str
     host: str = "127.0.0.1"
     port: int = 5000
+    # Connections one process keeps to a database server (not SQLite).
+    database_pool_size: int = 20
     redis_url: str | None = None
     # Namespaces every Redis key and channel (deployments or tests sharing one Redis).
     redis_prefix: str = "loopdesk:"
@@ -102,7 +104,9 @@ class Settings:
     default_credit_weight: int = 2
     # Structured run logs (model calls, tool calls, frames, errors) for `flask chat-logs`.
     run_logs: bool = True
-    worker_threads: int = 32
+    worker_threads: int = 256
+    # `gevent`: runs are greenlets (hundreds per process); `threads`: an OS thread each.
+    worker_pool: str = "gevent"
     # The Dramatiq queue runs go to (separate deployments sharing a Redis use different ones).
     run_queue: str = "loopdesk-runs"
     fetch_allow_hosts: tuple[str, ...] = ()
@@ -137,6 +141,8 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
     provider = env.get("MODEL_PROVIDER") or ("anthropic" if (api_key or base_url) else "demo")
     if provider not in {"anthropic", "demo"}:
         raise ValueError(f"MODEL_PROVIDER must be 'anthropic' or 'demo', got {provider!r}")
+    if (env.get("WORKER_POOL") or "gevent") not in {"gevent", "threads"}:
+        raise ValueError(f"WORKER_POOL must be 'gevent' or 'threads', got {env['WORKER_POOL']!r}")
     executor = env.get("RUN_EXECUTOR") or "thread"
     if executor not in {"thread", "dramatiq"}:
         raise ValueError(f"RUN_EXECUTOR must be 'thread' or 'dramatiq', got {executor!r}")
@@ -146,6 +152,7 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         secret_key=env.get("SECRET_KEY") or "",
         host=env.get("HOST") or "127.0.0.1",
         port=_int(env, "PORT", 5000),
+        database_pool_size=_int(env, "DATABASE_POOL_SIZE", 20),
         redis_url=env.get("REDIS_URL") or None,
         redis_prefix=env.get("REDIS_PREFIX") or "loopdesk:",
         run_executor=executor,
@@ -167,7 +174,8 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         max_concurrent_runs=_int(env, "MAX_CONCURRENT_RUNS", 3),
         model_credit_weights=_weights(env.get("MODEL_CREDIT_WEIGHTS")),
         run_logs=_bool(env.get("RUN_LOGS"), True),
-        worker_threads=_int(env, "WORKER_THREADS", 32),
+        worker_threads=_int(env, "WORKER_THREADS", 256),
+        worker_pool=env.get("WORKER_POOL") or "gevent",
         run_queue=env.get("RUN_QUEUE") or "loopdesk-runs",
         fetch_allow_hosts=tuple(
             h.strip() for h in (env.get("FETCH_ALLOW_HOSTS") or "").split(",") if h.strip()

@@ -9,10 +9,12 @@ import httpx2 as httpx
 
 from app.agents.catalog import AgentCatalog, load_agents
 from app.chat.budget import Calibration
+from app.chat.liveness import LivenessMonitor
 from app.config import Settings
 from app.db import Database
 from app.llm.client import ModelClient, make_anthropic
-from app.stream.hub import Hub, LocalHub
+from app.stream import make_hub
+from app.stream.hub import Hub
 from app.tools.build import build_registry
 from app.tools.registry import ToolRegistry
 
@@ -47,9 +49,18 @@ class Services:
     agents: AgentCatalog
     cancellations: Cancellations = field(default_factory=Cancellations)
     calibration: Calibration = field(default_factory=Calibration)
+    liveness: LivenessMonitor = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.liveness is None:
+            self.liveness = LivenessMonitor(
+                self.settings, self.database, self.hub, self.cancellations
+            )
 
     def close(self) -> None:
+        self.liveness.stop()
         self.model.close()
+        self.hub.close()
         self.database.dispose()
 
 
@@ -71,8 +82,14 @@ def _demo_settings(settings: Settings) -> Settings:
 
 
 def make_database(settings: Settings) -> Database:
-    # Every run thread may hold a connection while it persists; size the pool for them.
-    return Database(settings.database_url, pool_size=10, max_overflow=settings.run_threads + 10)
+    if settings.database_url.startswith("sqlite"):
+        # Connections are free here; every run thread may hold one while it persists.
+        return Database(settings.database_url, pool_size=10, max_overflow=settings.run_threads + 10)
+    # A server counts connections (PostgreSQL allows 100 by default) and every web process
+    # and worker has a pool: at most DATABASE_POOL_SIZE each; runs wait their turn (they
+    # hold a connection only for short transactions, never across a model call).
+    size = settings.database_pool_size
+    return Database(settings.database_url, pool_size=size, max_overflow=0, pool_timeout=60)
 
 
 def build_services(
@@ -83,7 +100,7 @@ def build_services(
         settings=settings,
         database=database or make_database(settings),
         model=model_client(settings),
-        hub=hub or LocalHub(),
+        hub=hub or make_hub(settings),
         tools=build_registry(agents),
         agents=agents,
     )

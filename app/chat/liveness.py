@@ -21,13 +21,16 @@ import threading
 import time
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from app.chat import events as ev
-from app.chat.models import Conversation, Run
+from app.chat.models import RUN_CANCELLED, Conversation, Run
 from app.db import utcnow
 
 log = logging.getLogger(__name__)
+
+# How soon a run notices a Stop pressed in another process.
+CANCEL_POLL_SECONDS = 1.0
 
 
 class StreamWatch:
@@ -106,10 +109,12 @@ class StreamWatch:
 class LivenessMonitor:
     """The per-process thread: heartbeats for every run here, and the watchdog."""
 
-    def __init__(self, settings, database, hub) -> None:
+    def __init__(self, settings, database, hub, cancellations) -> None:
         self.settings = settings
         self.database = database
         self.hub = hub
+        self.cancellations = cancellations
+        self._last_cancel_poll = 0.0
         self._runs: dict[int, StreamWatch] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -124,7 +129,7 @@ class LivenessMonitor:
                 self.settings.heartbeat_seconds,
                 self.settings.stream_idle_seconds / 4,
                 self.settings.max_run_seconds / 4,
-                1.0,
+                CANCEL_POLL_SECONDS / 2,
             ),
         )
 
@@ -161,6 +166,9 @@ class LivenessMonitor:
             return
         for watch in watches:
             self._police(watch, now)
+        if now - self._last_cancel_poll >= CANCEL_POLL_SECONDS:
+            self._last_cancel_poll = now
+            self.poll_cancellations(watches)
         if now - self._last_beat >= self.settings.heartbeat_seconds:
             self._last_beat = now
             self.beat(watches)
@@ -171,6 +179,17 @@ class LivenessMonitor:
         elif watch.idle_for(now) >= self.settings.stream_idle_seconds:
             log.warning("run %s: model stream silent, aborting it", watch.run_id)
             watch.abort("idle")
+
+    def poll_cancellations(self, watches: list[StreamWatch]) -> None:
+        """Stop pressed in another process: one query for every run here."""
+        run_ids = [w.run_id for w in watches]
+        with self.database.session() as session:
+            stopped = session.scalars(
+                select(Run.id).where(Run.id.in_(run_ids), Run.status == RUN_CANCELLED)
+            ).all()
+            session.commit()
+        for run_id in stopped:
+            self.cancellations.add(run_id)
 
     def beat(self, watches: list[StreamWatch]) -> None:
         """One statement per table for every run alive here, then a keepalive each."""

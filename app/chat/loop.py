@@ -14,9 +14,11 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from app.billing.meter import record_run_usage
 from app.chat import events as ev
 from app.chat.context_window import HostRequestBuilder, PreparedRequest
 from app.chat.conversations import conversation_dict, row_dict
+from app.chat.liveness import StreamWatch
 from app.chat.models import (
     RUN_AWAITING,
     RUN_CANCELLED,
@@ -27,6 +29,7 @@ from app.chat.models import (
     Run,
 )
 from app.chat.rows import insert_message
+from app.chat.run_log import RunLog, elapsed_ms
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
 from app.chat.taint import held_for_approval, is_tainted, named_hosts
 from app.chat.toolset import widen_to_build
@@ -35,6 +38,7 @@ from app.llm.client import (
     AssistantTurn,
     ContextTooLong,
     ModelError,
+    StreamAborted,
     StreamCallbacks,
     StreamCancelled,
 )
@@ -44,7 +48,6 @@ from app.tools.registry import Pause, Tool, ToolFailure, ToolResult
 
 log = logging.getLogger(__name__)
 
-CANCEL_POLL_SECONDS = 2.0
 ONE_QUESTION = (
     "Only one question can be asked at a time; this one was not shown. "
     "Ask it again after the person answers."
@@ -62,8 +65,9 @@ def execute_run(services: Services, run_id: int) -> str | None:
         if not claim_run(session, run_id):
             return None
         run = session.get(Run, run_id)
-        session.commit()
         host = HostLoop(services, run.id, run.conversation_id, run.user_id)
+        host.load_state(session)
+        session.commit()
     return host.run()
 
 
@@ -75,37 +79,64 @@ class HostLoop:
         self.conversation_id = conversation_id
         self.user_id = user_id
         self.iterations = 0
-        self._last_cancel_check = 0.0
         self.tainted = False
         self.named_hosts: set[str] = set()
+        self.run_log = RunLog(services.database, services.settings, run_id, conversation_id)
+        self.watch: StreamWatch | None = None
+        # Metered after the run: model calls that answered, and calls of billable tools
+        # that actually ran without error. A run the model never answered costs nothing.
+        self.model_answers = 0
+        self.billable_calls = 0
+        self.approval_pending = True  # until load_state knows better
+
+    def load_state(self, session) -> None:
+        """What the run needs to know before its first model call, read in the claiming
+        transaction (every transaction saved is latency before the first token)."""
+        self.approval_pending = awaiting_approval(session, self.conversation_id) is not None
+        self.tainted = is_tainted(session, self.conversation_id, self.services.tools)
+        self.named_hosts = named_hosts(session, self.conversation_id)
+        self.state_loaded = True
 
     # -- the loop ---------------------------------------------------------------------
 
     def run(self) -> str:
+        self.watch = self.services.liveness.watch(self.run_id, self.conversation_id)
+        changed = None
         try:
             status = self._loop()
         except (RunCancelled, StreamCancelled):
             status = RUN_CANCELLED
+        except StreamAborted as aborted:
+            status = self._fail(aborted.reason, _aborted_text(aborted.reason))
         except ModelError as error:
             log.warning("run %s: model error %s: %s", self.run_id, error.code, error.message)
             status = self._fail(error.code, _model_error_text(error))
         except Exception:
             log.exception("run %s failed", self.run_id)
+            self.run_log.exception()
             status = self._fail(
                 "internal", "Something went wrong while answering. Please try again."
             )
         else:
-            status = self._finish(status)
+            status, changed = self._finish(status)
+        if changed is None:
+            # Failed, cancelled or ended elsewhere: metered and read on their own.
+            if self.model_answers:
+                self.meter()
+            changed = self.conversation_changed()
         self.services.cancellations.discard(self.run_id)
+        self.services.liveness.release(self.run_id)
         self.emit(ev.Done(self.run_id, status))
-        self.announce_conversation()
+        self.run_log.flush()
+        if changed is not None:
+            self.services.hub.publish_user(self.user_id, changed)
         return status
 
     def _loop(self) -> str:
-        presenting = self.settle_approved_call()
-        with self.services.database.session() as session:
-            self.tainted = is_tainted(session, self.conversation_id, self.services.tools)
-            self.named_hosts = named_hosts(session, self.conversation_id)
+        if not getattr(self, "state_loaded", False):
+            with self.services.database.session() as session:
+                self.load_state(session)
+        presenting = self.settle_approved_call() if self.approval_pending else False
         for _ in range(self.settings.max_iterations):
             turn = self.model_step(tool_choice={"type": "auto"}, presenting=presenting)
             row = self.persist_assistant_turn(turn)
@@ -135,19 +166,29 @@ class HostLoop:
             self.emit(ev.Timeline(self.run_id, "presenting", "started"))
         callbacks = StreamCallbacks(
             on_text=lambda text: self.emit(ev.TextDelta(self.run_id, text)),
+            on_thinking_start=self.watch and self.watch.reasoning_started,
+            on_thinking_end=self.watch and self.watch.reasoning_ended,
             should_stop=self.is_cancelled,
+            watch=self.watch,
         )
         try:
-            turn = self.services.model.stream_turn(prepared.request, callbacks)
+            turn = self.call_model(prepared, callbacks)
         except ContextTooLong:
             # Our estimate was off: compact harder once and try again; a second refusal
             # ends the run with a clear error.
             prepared = self.prepare(tool_choice, wrap_up, harder=True)
-            turn = self.services.model.stream_turn(prepared.request, callbacks)
+            turn = self.call_model(prepared, callbacks)
+        self.model_answers += 1
         self.services.calibration.record(
             self.conversation_id, prepared.estimated_input, turn.usage.get("input_tokens", 0)
         )
         return turn
+
+    def call_model(self, prepared: PreparedRequest, callbacks: StreamCallbacks) -> AssistantTurn:
+        """One streamed model call, recorded in the run log (a failed one too)."""
+        with self.run_log.model_call(prepared.request, prepared.estimated_input) as call:
+            call.turn = self.services.model.stream_turn(prepared.request, callbacks)
+        return call.turn
 
     def prepare(self, tool_choice: dict, wrap_up: bool, harder: bool = False) -> PreparedRequest:
         builder = HostRequestBuilder(self.services, self.conversation_id, self.services.calibration)
@@ -181,6 +222,7 @@ class HostLoop:
                 meta=meta,
             )
             self._touch(session)
+            self.run_log.write(session)
             session.commit()
         if turn.tool_uses and text and not final:
             self.emit(ev.HostTurn(self.run_id, text))
@@ -263,6 +305,7 @@ class HostLoop:
         stage = "resolving_context" if tool.category == "read" else None
         if stage:
             self.emit(ev.Timeline(self.run_id, stage, "started", detail=name))
+        started = time.monotonic()
         with self.services.database.session() as session:
             context = self.tool_context(session, tool_use)
             if tool.phase == "build":
@@ -291,8 +334,11 @@ class HostLoop:
             rows = self.persist_tool_result(session, tool_use, name, result)
             self._touch(session)
             session.commit()
+        self.log_tool_call(tool_use, name, tool_use["input"], result, started)
         if tool.untrusted and not result.is_error:
             self.tainted = True
+        if tool.billable and not result.is_error:
+            self.billable_calls += 1
         if stage:
             self.emit(ev.Timeline(self.run_id, stage, "done", detail=name))
         for row in rows:
@@ -304,11 +350,20 @@ class HostLoop:
         with self.services.database.session() as session:
             self.persist_tool_result(session, tool_use, name, result)
             session.commit()
+        self.log_tool_call(tool_use, name, tool_use.get("input"), result, time.monotonic())
+
+    def log_tool_call(
+        self, tool_use: dict, name: str, arguments: Any, result: ToolResult, started: float
+    ) -> None:
+        self.run_log.tool_call(
+            name, tool_use["id"], arguments, result.content, result.is_error, elapsed_ms(started)
+        )
 
     def ask(self, tool_use: dict, tool: Tool, held: Pause | None, assistant_row: Message) -> bool:
         """Show the card and pause: a UI tool's question, or a held call's confirmation.
         A tool that cannot ask (bad input, nothing to choose from) answers the model with
         an error instead, and the loop goes on."""
+        started = time.monotonic()
         with self.services.database.session() as session:
             context = self.tool_context(session, tool_use)
             try:
@@ -322,10 +377,10 @@ class HostLoop:
                     raise ToolFailure(f"{tool.name} did not produce a question.")
             except ToolFailure as failure:
                 session.rollback()
-                self.persist_tool_result(
-                    session, tool_use, tool.name, ToolResult(str(failure), True)
-                )
+                result = ToolResult(str(failure), True)
+                self.persist_tool_result(session, tool_use, tool.name, result)
                 session.commit()
+                self.log_tool_call(tool_use, tool.name, tool_use.get("input"), result, started)
                 return False
             card = {
                 **pause.card,
@@ -338,6 +393,8 @@ class HostLoop:
             row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
             self._touch(session)
             session.commit()
+        asked = ToolResult({"card shown": card})
+        self.log_tool_call(tool_use, tool.name, tool_use.get("input"), asked, started)
         self.emit(ev.ToolCallCard(self.run_id, tool_use["id"], tool.name, card))
         self.emit(ev.RowPersisted(row_dict(row), self.run_id))
         return True
@@ -345,6 +402,7 @@ class HostLoop:
     def settle_approved_call(self) -> bool:
         """A confirmation the person approved runs now, with the exact arguments on the
         card, exactly once; its result is what the model sees for that tool_use."""
+        started = time.monotonic()
         with self.services.database.session() as session:
             row = awaiting_approval(session, self.conversation_id)
             if row is None:
@@ -363,6 +421,9 @@ class HostLoop:
             row.meta = {**row.meta, "card": {**card, "executed": True}}
             rows = self.persist_tool_result(session, tool_use, tool.name, result)
             session.commit()
+        self.log_tool_call(tool_use, tool.name, card["arguments"], result, started)
+        if tool.billable and not result.is_error:
+            self.billable_calls += 1
         for visible in rows:
             if not visible.hidden:
                 self.emit(ev.RowPersisted(row_dict(visible), self.run_id))
@@ -382,16 +443,18 @@ class HostLoop:
     # -- bookkeeping ----------------------------------------------------------------------
 
     def emit(self, event: ev.Event) -> None:
+        self.run_log.frame(event.kind)
         self.services.hub.publish(self.conversation_id, event)
 
-    def announce_conversation(self) -> None:
-        """The person's conversation list shows the new status (and title)."""
-        with self.services.database.session() as session:
-            conversation = session.get(Conversation, self.conversation_id)
-            if conversation is None:
-                return
-            changed = ev.ConversationChanged(conversation_dict(conversation))
-        self.services.hub.publish_user(self.user_id, changed)
+    def conversation_changed(self, session=None) -> ev.ConversationChanged | None:
+        """What the person's conversation list shows now (status and title)."""
+        if session is None:
+            with self.services.database.session() as own:
+                return self.conversation_changed(own)
+        conversation = session.get(Conversation, self.conversation_id)
+        if conversation is None:
+            return None
+        return ev.ConversationChanged(conversation_dict(conversation))
 
     def close_presenting(self, presenting: bool) -> None:
         if presenting:
@@ -399,26 +462,26 @@ class HostLoop:
 
     def is_cancelled(self) -> bool:
         """Stopped here (at once) or from another process (seen within a few seconds)."""
-        if self.run_id in self.services.cancellations:
-            return True
-        now = time.monotonic()
-        if now - self._last_cancel_check < CANCEL_POLL_SECONDS:
-            return False
-        self._last_cancel_check = now
-        with self.services.database.session() as session:
-            return run_status(session, self.run_id) == RUN_CANCELLED
+        # A stop from another process lands in the database; this process's liveness
+        # monitor polls it for every run here at once and fills `cancellations`.
+        return self.run_id in self.services.cancellations
 
     def check_cancelled(self) -> None:
         if self.is_cancelled():
             raise RunCancelled()
+        if self.watch is not None and self.watch.aborted:
+            raise StreamAborted(self.watch.aborted)
 
     def record_iteration(self) -> None:
+        """The iteration count, with the log of the steps so far (written before the
+        model call, so a run that dies in it keeps them)."""
         with self.services.database.session() as session:
             session.execute(
                 update(Run)
                 .where(Run.id == self.run_id)
                 .values(iterations=self.iterations, heartbeat_at=utcnow())
             )
+            self.run_log.write(session)
             session.commit()
 
     def _touch(self, session) -> None:
@@ -428,17 +491,38 @@ class HostLoop:
             .values(updated_at=utcnow())
         )
 
-    def _finish(self, status: str) -> str:
+    def meter(self, session=None) -> None:
+        """The run's usage event (in the caller's transaction, inside a savepoint, or its
+        own). Metering trouble is logged and never fails a run the person already has."""
+        try:
+            if session is None:
+                record_run_usage(
+                    self.services.database, self.settings, self.run_id, self.billable_calls
+                )
+                return
+            with session.begin_nested():
+                record_run_usage(session, self.settings, self.run_id, self.billable_calls)
+        except Exception:
+            log.exception("run %s: usage could not be metered", self.run_id)
+
+    def _finish(self, status: str) -> tuple[str, ev.ConversationChanged | None]:
+        """The final status, the usage event, the log so far and the conversation as the
+        list shows it: one transaction."""
         with self.services.database.session() as session:
-            finished = finish_run(session, self.run_id, status)
+            if not finish_run(session, self.run_id, status):
+                # Someone else ended it first (Stop was pressed, or the sweep reclaimed it).
+                ended = session.scalar(select(Run.status).where(Run.id == self.run_id))
+                session.commit()
+                return ended or status, None
+            if self.model_answers:
+                self.meter(session)
+            self.run_log.write(session)
+            changed = self.conversation_changed(session)
             session.commit()
-        if finished:
-            return status
-        # Someone else ended it first (the person pressed Stop, or the sweep reclaimed it).
-        with self.services.database.session() as session:
-            return session.scalar(select(Run.status).where(Run.id == self.run_id)) or status
+        return status, changed
 
     def _fail(self, code: str, message: str) -> str:
+        self.run_log.error(code, message)
         with self.services.database.session() as session:
             if run_status(session, self.run_id) == RUN_CANCELLED:
                 return RUN_CANCELLED
@@ -474,6 +558,12 @@ def _result_text(content: Any) -> str:
 def _without_tool_uses(turn: AssistantTurn) -> AssistantTurn:
     content = [b for b in turn.content if b["type"] != "tool_use"]
     return AssistantTurn(content=content, stop_reason=turn.stop_reason, usage=turn.usage)
+
+
+def _aborted_text(reason: str) -> str:
+    if reason == "max_run":
+        return "This reply took too long and was stopped. Ask again, perhaps in smaller steps."
+    return "The model stopped responding in the middle of its answer. Please try again."
 
 
 def _model_error_text(error: ModelError) -> str:

@@ -3,12 +3,9 @@
 
 from __future__ import annotations
 
-import random
-import time
 from typing import Any
 
 from sqlalchemy import func, insert, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.chat.budget import estimate_blocks
@@ -16,6 +13,7 @@ from app.chat.models import Conversation, Message
 from app.db import utcnow
 
 MAX_ATTEMPTS = 60
+LOCKED_WRITERS = True
 
 
 def insert_message(
@@ -30,9 +28,10 @@ def insert_message(
     """Append a row with the next sequence, inside the caller's transaction.
 
     The sequence is computed by the INSERT itself (max+1) and guarded by the unique index
-    on (conversation, sequence). On PostgreSQL the conversation row is locked first, so
-    concurrent writers queue instead of colliding; a collision that still happens is
-    retried inside a savepoint with jittered backoff. SQLite serializes writers already.
+    on (conversation, sequence). Writers of one conversation are serialized first, so the
+    max+1 never collides and no savepoint or retry is needed: on SQLite by the database's
+    write lock (every transaction is BEGIN IMMEDIATE), elsewhere by locking the
+    conversation row. (A collision would still be refused by the index, never written.)
     """
     if session.get_bind().dialect.name != "sqlite":
         session.execute(
@@ -59,15 +58,7 @@ def insert_message(
         )
         .returning(Message)
     )
-    for attempt in range(MAX_ATTEMPTS):
-        try:
-            with session.begin_nested():
-                return session.scalars(statement).one()
-        except IntegrityError:
-            if attempt == MAX_ATTEMPTS - 1:
-                raise
-            time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
-    raise AssertionError("unreachable")
+    return session.scalars(statement).one()
 
 
 def rows_after(session: Session, conversation_id: int, after: int = 0, *, include_hidden=False):

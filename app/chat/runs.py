@@ -3,7 +3,7 @@ claim (compare-and-set), finish and cancel."""
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -44,11 +44,16 @@ def active_run(session: Session, conversation_id: int) -> Run | None:
 
 
 def start_run(session: Session, conversation: Conversation, trigger: str) -> Run:
+    # The metering key's turn index: runs before this one (the conversation is locked).
+    turn_index = session.scalar(
+        select(func.count(Run.id)).where(Run.conversation_id == conversation.id)
+    )
     run = Run(
         conversation_id=conversation.id,
         user_id=conversation.user_id,
         status=RUN_QUEUED,
         trigger=trigger,
+        turn_index=turn_index,
     )
     try:
         with session.begin_nested():

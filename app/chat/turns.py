@@ -7,23 +7,31 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.accounts.models import User
+from app.billing.quota import quota_exceeded
 from app.chat.conversations import DEFAULT_TITLE
-from app.chat.models import Message, Run
+from app.chat.models import ACTIVE_RUN_STATUSES, Message, Run
 from app.chat.rows import insert_message
 from app.chat.runs import RunConflict, active_run, awaiting_card, lock_conversation, start_run
+from app.config import Settings
 from app.services import Services
 from app.tools.context import ToolContext
 from app.workspace.attachments import attachment_note
 
+# How long a person over the concurrent-run cap is asked to wait before trying again.
+TOO_MANY_RUNS_RETRY_SECONDS = 5
+
 
 class TurnRejected(Exception):
-    def __init__(self, status: int, code: str, message: str):
+    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -32,7 +40,9 @@ class StartedTurn:
     rows: list[Message] = field(default_factory=list)
 
 
-def _locked(session: Session, conversation_id: int, user_id: int):
+def _locked(session: Session, settings: Settings, conversation_id: int, user_id: int):
+    """The conversation, locked, once every check that refuses a turn has passed; nothing
+    is written before this returns."""
     conversation = lock_conversation(session, conversation_id)
     if conversation is None or conversation.user_id != user_id:
         raise TurnRejected(404, "NOT_FOUND", "Not found.")
@@ -42,7 +52,34 @@ def _locked(session: Session, conversation_id: int, user_id: int):
             "RUN_IN_FLIGHT",
             "A reply is already being written in this chat. Wait for it or press Stop.",
         )
+    _check_person_limits(session, settings, user_id)
     return conversation
+
+
+def _check_person_limits(session: Session, settings: Settings, user_id: int) -> None:
+    """The monthly credit allowance and the cap on runs in flight across all of the
+    person's conversations. The person's row is locked first so that two turns started at
+    once in different chats cannot both pass the count (SQLite holds its write lock from
+    BEGIN IMMEDIATE already; on PostgreSQL, FOR NO KEY UPDATE leaves inserts that merely
+    reference the person unblocked)."""
+    session.execute(select(User.id).where(User.id == user_id).with_for_update(key_share=True))
+    problem = quota_exceeded(session, user_id)
+    if problem:
+        raise TurnRejected(402, "QUOTA_EXCEEDED", problem)
+    in_flight = session.scalar(
+        select(func.count(Run.id)).where(
+            Run.user_id == user_id, Run.status.in_(ACTIVE_RUN_STATUSES)
+        )
+    )
+    if in_flight >= settings.max_concurrent_runs:
+        raise TurnRejected(
+            429,
+            "TOO_MANY_RUNS",
+            f"You already have {in_flight} {'reply' if in_flight == 1 else 'replies'} being "
+            "written in other chats. "
+            "Wait for one to finish (or stop one), then send this again.",
+            retry_after=TOO_MANY_RUNS_RETRY_SECONDS,
+        )
 
 
 def _tool_result_row(session, conversation_id: int, card: dict, result: dict) -> Message:
@@ -75,10 +112,12 @@ def _start(session: Session, conversation, trigger: str, rows: list[Message]) ->
     return StartedTurn(run=run, rows=rows)
 
 
-def submit_message(session: Session, conversation_id: int, user_id: int, text: str) -> StartedTurn:
+def submit_message(
+    session: Session, settings: Settings, conversation_id: int, user_id: int, text: str
+) -> StartedTurn:
     """A new message. A card still waiting is dismissed with the message, so the
     conversation never deadlocks on an unanswered question."""
-    conversation = _locked(session, conversation_id, user_id)
+    conversation = _locked(session, settings, conversation_id, user_id)
     rows: list[Message] = []
     card_row = awaiting_card(session, conversation.id)
     if card_row is not None:
@@ -114,7 +153,7 @@ def submit_tool_response(
     result: dict[str, Any],
 ) -> StartedTurn:
     """The person's answer to the card that is waiting; it resumes the run."""
-    conversation = _locked(session, conversation_id, user_id)
+    conversation = _locked(session, services.settings, conversation_id, user_id)
     card_row = awaiting_card(session, conversation.id)
     if card_row is None or card_row.meta.get("awaiting") != tool_use_id:
         raise TurnRejected(

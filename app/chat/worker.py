@@ -17,6 +17,7 @@ from app.config import Settings
 log = logging.getLogger(__name__)
 
 ACTOR_NAME = "run_chat"
+POLL_MS = 50
 
 # The services of this worker process, set by `start_worker` before messages are consumed.
 _services = None
@@ -85,7 +86,14 @@ def start_worker(services, threads: int) -> None:
     )
     broker = make_broker(services.settings)
     declare_actor(broker, services.settings)
-    worker = dramatiq.Worker(broker, queues={services.settings.run_queue}, worker_threads=threads)
+    # The Redis consumer polls an idle queue with backoff up to worker_timeout: keep it
+    # short, or a person waits up to a second before their run starts.
+    worker = dramatiq.Worker(
+        broker,
+        queues={services.settings.run_queue},
+        worker_threads=threads,
+        worker_timeout=POLL_MS,
+    )
     sweeper = StaleSweeper(services.database, services.hub, services.settings.stale_seconds)
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

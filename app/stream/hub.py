@@ -30,13 +30,28 @@ class Hub(Protocol):
     def close(self) -> None: ...
 
 
+def _queue_class():
+    """gevent's own queue under a gevent server or worker (a monkey-patched stdlib queue
+    costs several times more per event), else the stdlib's. Both raise queue.Full and
+    queue.Empty."""
+    try:
+        from gevent import monkey
+    except ImportError:
+        return queue.Queue
+    if monkey.is_module_patched("threading"):
+        from gevent.queue import Queue
+
+        return Queue
+    return queue.Queue
+
+
 class Subscription:
     def __init__(self, hub: Hub, conversation_id: int, user_id: int | None, snapshot: LiveState):
         self.hub = hub
         self.conversation_id = conversation_id
         self.user_id = user_id
         self.snapshot = snapshot
-        self.queue: queue.Queue[Event] = queue.Queue(maxsize=QUEUE_SIZE)
+        self.queue: queue.Queue[Event] = _queue_class()(maxsize=QUEUE_SIZE)
         self.overflowed = False
 
     def put(self, event: Event) -> None:

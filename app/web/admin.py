@@ -17,9 +17,9 @@ from flask import (
     url_for,
 )
 from flask_login import current_user, login_required
-from sqlalchemy import select
-from wtforms import TextAreaField
-from wtforms.validators import DataRequired, Length
+from sqlalchemy import func, select
+from wtforms import IntegerField, TextAreaField
+from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
 from app.accounts.models import User
 from app.accounts.service import AccountError, create_user
@@ -27,6 +27,11 @@ from app.agents import guidelines as rules
 from app.agents.catalog import AgentDefinition
 from app.agents.models import RULE_MAX_CHARS, Guideline
 from app.agents.runner import agent_system_prompt
+from app.billing.meter import run_credits
+from app.billing.quota import month_of
+from app.billing.usage import MONTH, person_history, usage_by_person, usage_months
+from app.chat.models import Conversation, Run
+from app.chat.run_log import describe, load_reports
 from app.web.access import is_htmx
 from app.web.forms import Form, UserCreateForm
 from app.web.identity import db_session
@@ -342,3 +347,169 @@ def guideline_preview():
 @admin_required
 def guideline_history():
     return render_template("admin/_guideline_history.html", history=_history())
+
+
+# -- run logs ------------------------------------------------------------------------------
+
+RECENT_CONVERSATIONS = 30
+
+
+def _conversations(user_id: int | None) -> list[dict]:
+    """The most recently active conversations (of one person, or of everyone), with their
+    owner and number of runs."""
+    session = db_session()
+    run_counts = (
+        select(Run.conversation_id, func.count().label("runs"))
+        .group_by(Run.conversation_id)
+        .subquery()
+    )
+    query = (
+        select(Conversation, User.email, func.coalesce(run_counts.c.runs, 0))
+        .join(User, User.id == Conversation.user_id)
+        .outerjoin(run_counts, run_counts.c.conversation_id == Conversation.id)
+        .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
+        .limit(RECENT_CONVERSATIONS)
+    )
+    if user_id is not None:
+        query = query.where(Conversation.user_id == user_id)
+    return [
+        {"conversation": c, "owner": email, "runs": runs}
+        for c, email, runs in session.execute(query)
+    ]
+
+
+@bp.get("/runs")
+@admin_required
+def run_logs():
+    """Find a conversation's run logs: by its id, or from the recent conversations."""
+    wanted = request.args.get("conversation", "").strip()
+    problem = None
+    status = 200
+    if wanted:
+        if not wanted.isdigit():
+            problem, status = "A conversation id is a number (it is in the chat's address).", 400
+        elif db_session().get(Conversation, int(wanted)) is None:
+            problem, status = f"There is no conversation {wanted}.", 404
+        else:
+            return redirect(url_for("admin.conversation_runs", conversation_id=int(wanted)))
+    person = None
+    if "user" in request.args:
+        person = _person_or_404(request.args.get("user", type=int) or 0)
+    return render_template(
+        "admin/run_logs.html",
+        conversations=_conversations(person.id if person else None),
+        person=person,
+        wanted=wanted,
+        problem=problem,
+    ), status
+
+
+@bp.get("/conversations/<int:conversation_id>/runs")
+@bp.get("/conversations/<int:conversation_id>/runs/<int:run_id>")
+@admin_required
+def conversation_runs(conversation_id: int, run_id: int | None = None):
+    """What `flask chat-logs CONVERSATION_ID [RUN_ID]` prints, as a page."""
+    session = db_session()
+    conversation = session.get(Conversation, conversation_id)
+    if conversation is None:
+        abort(404)
+    if run_id is not None:
+        run = session.get(Run, run_id)
+        if run is None or run.conversation_id != conversation_id:
+            abort(404)
+    return render_template(
+        "admin/conversation_runs.html",
+        conversation=conversation,
+        owner=session.get(User, conversation.user_id),
+        reports=load_reports(session, conversation_id, run_id),
+        run_id=run_id,
+        describe=describe,
+    )
+
+
+# -- usage and credit allowances ------------------------------------------------------------
+
+MAX_ALLOWANCE = 10_000_000
+
+
+class AllowanceForm(Form):
+    monthly_credits = IntegerField(
+        "Monthly credits",
+        description="Leave blank for unlimited.",
+        validators=[
+            Optional(),
+            NumberRange(
+                min=0, max=MAX_ALLOWANCE, message=f"Use a whole number from 0 to {MAX_ALLOWANCE:,}."
+            ),
+        ],
+    )
+
+
+def _pricing() -> dict:
+    """What a reply costs, as the usage pages explain it."""
+    services = current_app.extensions["services"]
+    return {
+        "model": services.settings.host_model,
+        "per_run": run_credits(services.settings, 0),
+        "billable": sorted(tool.name for tool in services.tools.all() if tool.billable),
+    }
+
+
+@bp.get("/usage")
+@admin_required
+def usage():
+    """Everyone's usage in one month (the current one unless `month` names another)."""
+    current = month_of()
+    month = request.args.get("month") or current
+    if not MONTH.match(month):
+        abort(400, "A month looks like 2026-11.")
+    session = db_session()
+    return render_template(
+        "admin/usage.html",
+        month=month,
+        current=current,
+        months=usage_months(session, current),
+        lines=usage_by_person(session, month),
+        pricing=_pricing(),
+    )
+
+
+def _person_usage_page(person: User, form: AllowanceForm, status: int = 200):
+    current = month_of()
+    history = person_history(db_session(), person.id)
+    this_month = next((usage for month, usage in history if month == current), None)
+    return render_template(
+        "admin/usage_person.html",
+        person=person,
+        form=form,
+        history=history,
+        current=current,
+        this_month=this_month,
+        pricing=_pricing(),
+    ), status
+
+
+@bp.get("/users/<int:user_id>/usage")
+@admin_required
+def person_usage(user_id: int):
+    person = _person_or_404(user_id)
+    form = AllowanceForm(formdata=None, data={"monthly_credits": person.monthly_credits})
+    return _person_usage_page(person, form)
+
+
+@bp.post("/users/<int:user_id>/allowance")
+@admin_required
+def set_allowance(user_id: int):
+    """Set (or clear, with a blank field) a person's monthly credit allowance. It counts
+    from their next message on; a run already under way finishes."""
+    person = _person_or_404(user_id)
+    form = AllowanceForm()
+    if not form.validate_on_submit():
+        return _person_usage_page(person, form, 400)
+    person.monthly_credits = form.monthly_credits.data
+    db_session().commit()
+    if person.monthly_credits is None:
+        flash(f"{person.email} now has unlimited credits.")
+    else:
+        flash(f"{person.email} now has {person.monthly_credits:,} credits a month.")
+    return redirect(url_for("admin.person_usage", user_id=person.id))

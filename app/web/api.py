@@ -21,10 +21,10 @@ from app.chat.conversations import (
     create_conversation,
     row_dict,
 )
-from app.chat.models import Conversation, Run
+from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
 from app.chat.rows import rows_after
 from app.extensions import message_rate_limit
-from app.web.access import owned_or_404
+from app.web.access import owned_conversation, owned_or_404
 from app.web.admin import admin_required
 from app.web.errors import ApiError
 from app.web.identity import db_session
@@ -78,7 +78,7 @@ def list_chats():
 @bp.get("/chats/<int:conversation_id>/messages")
 @login_required
 def list_messages(conversation_id: int):
-    conversation = owned_or_404(Conversation, conversation_id)
+    conversation = owned_conversation(conversation_id)
     after = request.args.get("after", "0")
     # ASCII digits only (str.isdigit accepts '²'), and small enough for the database.
     if not re.fullmatch(r"[0-9]{1,15}", after):
@@ -122,7 +122,7 @@ def _loop_request(data: dict, max_chars: int) -> tuple[str | None, tuple[str, di
 @login_required
 @message_rate_limit
 def loop(conversation_id: int):
-    owned_or_404(Conversation, conversation_id)
+    owned_conversation(conversation_id)
     services = current_app.extensions["services"]
     message, tool_response = _loop_request(json_body(), services.settings.max_message_chars)
     started = start_turn(conversation_id, message, tool_response)
@@ -141,6 +141,9 @@ def stop(conversation_id: int):
 @login_required
 def get_run(run_id: int):
     run = owned_or_404(Run, run_id)
+    if run.status in ACTIVE_RUN_STATUSES:
+        owned_conversation(run.conversation_id)
+        db_session().refresh(run)
     data = {"id": run.id, "status": run.status, "iterations": run.iterations}
     if run.error:
         data["error"] = run.error

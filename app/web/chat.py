@@ -33,7 +33,7 @@ from app.chat.models import STREAMING, Conversation, Message
 from app.chat.rows import rows_after
 from app.db import utcnow
 from app.extensions import message_rate_limit
-from app.web.access import is_htmx, owned_or_404
+from app.web.access import is_htmx, owned_conversation, owned_or_404
 from app.web.errors import ApiError, error_response
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
@@ -82,7 +82,7 @@ def index():
 @bp.get("/chats/<int:conversation_id>")
 @login_required
 def show(conversation_id: int):
-    conversation = owned_or_404(Conversation, conversation_id)
+    conversation = owned_conversation(conversation_id)
     if _must_onboard():
         return redirect(url_for("chat.welcome"))
     return _page(conversation)
@@ -225,7 +225,7 @@ def delete(conversation_id: int):
 @login_required
 def rows(conversation_id: int):
     """Rows after a sequence, as row partials: how a reconnected page catches up."""
-    conversation = owned_or_404(Conversation, conversation_id)
+    conversation = owned_conversation(conversation_id)
     after = request.args.get("after", "0")
     after = int(after) if after.isascii() and after.isdigit() and len(after) < 16 else 0
     found = [row_dict(r) for r in rows_after(db_session(), conversation.id, after)]
@@ -237,7 +237,7 @@ def rows(conversation_id: int):
 @message_rate_limit
 def send_message(conversation_id: int):
     """The composer. Errors come back as a banner the page shows (409, 413, 429...)."""
-    conversation = owned_or_404(Conversation, conversation_id)
+    conversation = owned_conversation(conversation_id)
     settings = current_app.config["LOOPDESK"]
     message = (request.form.get("message") or "").strip()
     try:
@@ -247,7 +247,9 @@ def send_message(conversation_id: int):
             raise ApiError(413, f"Messages can be at most {settings.max_message_chars} characters.")
         start_turn(conversation.id, message, None)
     except ApiError as error:
-        return _banner_response(error.description, error.code, conversation.id, message)
+        return _banner_response(
+            error.description, error.code, conversation.id, message, error.extra_headers
+        )
     if not is_htmx():
         return redirect(url_for("chat.show", conversation_id=conversation.id))
     # The answer carries the new state too, so the page is right even before its socket is.
@@ -263,14 +265,17 @@ def send_message(conversation_id: int):
     return html
 
 
-def _banner_response(message: str, status: int, conversation_id: int, draft: str):
+def _banner_response(
+    message: str, status: int, conversation_id: int, draft: str, headers: dict | None = None
+):
+    """`headers`: e.g. Retry-After on a 429, kept for the page as for scripts."""
     if not is_htmx():
-        return render_template("error.html", status=status, message=message), status
+        return render_template("error.html", status=status, message=message), status, headers or {}
     # The composer keeps the draft; the banner says what went wrong.
     html = render_template(
         "chat/_composer.html", conversation_id=conversation_id, busy=False, draft=draft
     ) + render_template("chat/_banner.html", message=message, swap_oob=True)
-    return make_response(html, status)
+    return make_response(html, status, headers or {})
 
 
 @bp.post("/chats/<int:conversation_id>/stop")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 from flask import Flask, current_app, jsonify, make_response, render_template, request
@@ -57,7 +58,8 @@ def _retry_after() -> int:
     limit = limiter.current_limit
     if limit is None:
         return 60
-    return max(1, int(limit.reset_at - time.time()) + 1)
+    # window[0] is when the window resets, exactly (reset_at rounds it up a second).
+    return max(1, math.ceil(limit.window[0] - time.time()))
 
 
 def _wait_text(seconds: int) -> str:

@@ -21,7 +21,9 @@ def start_turn(
     session = db_session()
     try:
         if message is not None:
-            started = submit_message(session, conversation_id, current_user.id, message)
+            started = submit_message(
+                session, services.settings, conversation_id, current_user.id, message
+            )
         else:
             tool_use_id, result = tool_response
             started = submit_tool_response(
@@ -30,7 +32,10 @@ def start_turn(
         session.commit()
     except TurnRejected as rejection:
         session.rollback()
-        raise ApiError(rejection.status, rejection.message, rejection.code) from rejection
+        headers = {}
+        if rejection.retry_after is not None:
+            headers["Retry-After"] = str(rejection.retry_after)
+        raise ApiError(rejection.status, rejection.message, rejection.code, headers) from rejection
     for row in started.rows:
         services.hub.publish(conversation_id, RowPersisted(row_dict(row), started.run.id))
     conversation = session.get(Conversation, conversation_id)

@@ -228,3 +228,35 @@ def test_the_embedded_server_killed_mid_stream_and_restarted(deployment, fake_mo
         time.sleep(0.05)
     assert api.get(f"/api/runs/{next_run}")["status"] == "completed"
     assert [r["kind"] for r in api.rows(chat_id)] == ["user", "error", "user", "host"]
+
+
+@needs_services
+def test_stop_on_one_web_process_cancels_a_run_in_the_worker(deployment, fake_model):
+    setup = deployment(REDIS_URL=SERVICE_REDIS_URL, RUN_EXECUTOR="dramatiq")
+    web_a = setup.start(gunicorn_web("web-a", setup.env, setup.tmp_path))
+    web_b = setup.start(gunicorn_web("web-b", setup.env, setup.tmp_path))
+    setup.start(flask_worker("worker", setup.env, setup.tmp_path))
+    a, b = setup.api(web_a), setup.api(web_b)
+    fake_model.script(Turn(text("word " * 300), token_delay=0.05))
+    chat_id = a.post("/api/chats", {}).json()["id"]
+    socket = a.socket(chat_id)
+    run_id = a.post(f"/api/chats/{chat_id}/loop", {"message": "Write at length"}).json()["runId"]
+    socket.until(lambda f: f["type"] == "textDelta", timeout=30)
+
+    stopped = b.post(f"/api/chats/{chat_id}/stop", {})
+    done = socket.until(lambda f: f["type"] == "done" and f["runId"] == run_id, timeout=10)
+
+    assert stopped.status_code == 200 and stopped.json()["runId"] == run_id
+    assert done["status"] == "cancelled"
+    assert a.get(f"/api/runs/{run_id}")["status"] == "cancelled"
+    assert a.chat_status(chat_id) == "IDLE"
+    # The worker stopped streaming: no text after the done frame, and the chat is usable.
+    fake_model.script(Turn(text("Short one.")))
+    next_run = b.post(f"/api/chats/{chat_id}/loop", {"message": "Shorter"}).json()["runId"]
+    done = socket.until(lambda f: f["type"] == "done" and f["runId"] == next_run, timeout=30)
+    assert done["status"] == "completed"
+    frames = socket.frames
+    last_text = max(i for i, f in enumerate(frames) if f["type"] == "textDelta")
+    first_done = next(i for i, f in enumerate(frames) if f["type"] == "done")
+    assert frames[last_text]["runId"] == next_run  # nothing of the stopped run after it ended
+    assert all(f["runId"] != run_id for f in frames[first_done:] if f["type"] == "textDelta")

@@ -1,0 +1,84 @@
+"""Metering: after each run, one usage event keyed `{conversation_id}:chat:{turn_index}`.
+
+The key makes metering idempotent: a run finished twice (a redelivered job, a retry after
+a crash) writes one event. The insert ignores the conflict in the database itself, so two
+processes racing on the same key also count once."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import insert
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.billing.models import UsageEvent
+from app.billing.quota import month_of
+from app.chat.models import Run
+
+if TYPE_CHECKING:
+    from app.config import Settings
+    from app.db import Database
+
+
+def usage_key(conversation_id: int, turn_index: int) -> str:
+    return f"{conversation_id}:chat:{turn_index}"
+
+
+def run_credits(settings: Settings, billable_tool_calls: int) -> int:
+    """The host model's weight plus one credit per billable tool call."""
+    weight = settings.model_credit_weights.get(settings.host_model, settings.default_credit_weight)
+    return weight + billable_tool_calls
+
+
+def record_run_usage(
+    database_or_session: Database | Session,
+    settings: Settings,
+    run_id: int,
+    billable_tool_calls: int,
+) -> bool:
+    """Write the run's usage event. False when it was already written (or the run is
+    gone). Given a Database it commits its own short transaction; given a Session the
+    caller commits."""
+    if isinstance(database_or_session, Session):
+        return _record(database_or_session, settings, run_id, billable_tool_calls)
+    with database_or_session.session() as session:
+        written = _record(session, settings, run_id, billable_tool_calls)
+        session.commit()
+        return written
+
+
+def _record(session: Session, settings: Settings, run_id: int, billable_tool_calls: int) -> bool:
+    run = session.get(Run, run_id)
+    if run is None:
+        return False
+    values = {
+        "idempotency_key": usage_key(run.conversation_id, run.turn_index),
+        "user_id": run.user_id,
+        "conversation_id": run.conversation_id,
+        "run_id": run.id,
+        "model": settings.host_model,
+        "billable_tool_calls": billable_tool_calls,
+        "credits": run_credits(settings, billable_tool_calls),
+        "month": month_of(),
+    }
+    dialect = session.get_bind().dialect.name
+    if dialect in ("sqlite", "postgresql"):
+        module = sqlite if dialect == "sqlite" else postgresql
+        statement = (
+            module.insert(UsageEvent)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["idempotency_key"])
+            .returning(UsageEvent.id)
+        )
+        # A row comes back only when this insert wrote it (rowcount is not reliable for
+        # an ORM-session insert on every driver).
+        return session.execute(statement).scalar() is not None
+    # Any other database: the unique key refuses the second insert inside a savepoint.
+    try:
+        with session.begin_nested():
+            session.execute(insert(UsageEvent).values(**values))
+    except IntegrityError:
+        return False
+    return True
