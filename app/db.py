@@ -66,7 +66,7 @@ def _configure_sqlite(engine: Engine) -> None:
                     raise
             # time.sleep yields to other threads, and to other greenlets under gevent.
             time.sleep(pause)
-            pause = min(pause * 2, 0.02)
+            pause = min(pause * 2, 0.004)
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

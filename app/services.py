@@ -83,8 +83,9 @@ def _demo_settings(settings: Settings) -> Settings:
 
 def make_database(settings: Settings) -> Database:
     if settings.database_url.startswith("sqlite"):
-        # Connections are free here; every run thread may hold one while it persists.
-        return Database(settings.database_url, pool_size=10, max_overflow=settings.run_threads + 10)
+        # Connections are free here; every run thread may hold one while it persists. Kept
+        # open, so a busy moment does not reopen them with their PRAGMAs.
+        return Database(settings.database_url, pool_size=settings.run_threads + 10, max_overflow=50)
     # A server counts connections (PostgreSQL allows 100 by default) and every web process
     # and worker has a pool: at most DATABASE_POOL_SIZE each; runs wait their turn (they
     # hold a connection only for short transactions, never across a model call).

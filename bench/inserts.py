@@ -233,7 +233,9 @@ def bench_database(name: str, rows: int) -> tuple[list[dict], str]:
 # --- entry points --------------------------------------------------------------------------
 
 
-def run(*, quick: bool = False, databases=("sqlite", "postgresql"), rows: int | None = None):
+def run(
+    *, quick: bool = False, databases=("sqlite", "postgresql"), rows: int | None = None, **_options
+):
     rows = rows or (QUICK_ROWS_PER_WRITER if quick else ROWS_PER_WRITER)
     result = {
         "name": NAME,

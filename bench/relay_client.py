@@ -1,11 +1,15 @@
-"""The two readers of the `relay` benchmark, each on ONE asyncio loop for all its streams.
+"""The readers of the serving benchmarks, each on ONE asyncio loop for all its streams.
 
-- `RelayClient`: the browser's side of the real server. Per stream a chat
-  (`POST /api/chats`), its JSON socket (`/ws/chats/<id>?format=json`, bearer token), then
-  `POST /api/chats/<id>/loop`; every stamp in every `textDelta` frame is a token, read until
-  the `done` frame.
+- `relay_streams`: the browser's side of a server (the app, or the minimal relay, which
+  speaks the same routes). Per stream a chat (`POST /api/chats`), its socket
+  (`/ws/chats/<id>?format=json`, or the htmx page's HTML socket), then
+  `POST /api/chats/<id>/loop`; every stamp in every text frame is a token, read until the
+  run's end frame.
 - `floor_streams`: the same streams read straight from the stamped model by
   `anthropic.AsyncAnthropic` (raw events of `messages.create(stream=True)`): no relay.
+- `first_frames` / `model_first_tokens`: one turn after another, from the request to the
+  first text, through a server and straight from the model.
+- `hold_idle_sockets`: open sockets that then sit idle.
 
 A token's latency is its arrival time (`time.time_ns()` here) minus its stamp (the stamped
 model's `time.time_ns()` when it wrote the token): one machine, one clock. Failures are
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,8 +31,24 @@ import httpx2 as httpx
 from simple_websocket import AioClient
 
 SETUP_CONCURRENCY = 32  # chats created and sockets opened at once (werkzeug's backlog is 128)
-CONNECT_SECONDS = 15.0
-HTTP_SECONDS = 30.0
+CONNECT_SECONDS = 30.0
+HTTP_SECONDS = 60.0
+FORMATS = ("json", "htmx")
+
+# The htmx socket's text: appended to the live text, or the whole live area re-rendered
+# when a run's first event arrives (with the text so far). Stamps are digits and spaces.
+HTML_TEXT = re.compile(
+    r'(?:hx-swap-oob="beforeend:#live-text"|id="live-text" class="live-text")>([^<]*)<'
+)
+# The end of a run on the htmx socket: the composer comes back, not busy.
+HTML_DONE = 'id="composer" class="composer"'
+HTML_ERROR = 'class="banner banner-shown"'  # a RunError's banner (an empty one clears it)
+
+
+def prompt(tokens: int, delay: float | None = None) -> str:
+    """The person's message; the stamped model reads its reply's shape from it."""
+    shape = f"stamps={tokens}" + (f" delay={delay}" if delay is not None else "")
+    return f"Stream your stamps. {shape}"
 
 
 class StreamFailed(Exception):
@@ -40,6 +61,7 @@ class Tally:
 
     latencies_ns: list[int] = field(default_factory=list)
     started_ns: int | None = None  # when the request that starts the stream was sent
+    accepted_ns: int | None = None  # how long that request took to be answered (202)
     first_arrival_ns: int | None = None
     first_stamp: int | None = None
     last_stamp: int | None = None
@@ -60,9 +82,12 @@ class Tally:
         return self.first_arrival_ns - self.started_ns
 
     def record(self, text: str, arrival_ns: int) -> None:
+        stamps = text.split()
+        if not stamps:
+            return
         if self.first_arrival_ns is None:
             self.first_arrival_ns = arrival_ns
-        for token in text.split():
+        for token in stamps:
             stamp = int(token)
             self.latencies_ns.append(arrival_ns - stamp)
             if self.first_stamp is None:
@@ -93,70 +118,133 @@ async def bounded_gather(count: int, make: Callable[[int], Awaitable], limit: in
     return await asyncio.gather(*(one(i) for i in range(count)))
 
 
-# --- through the server --------------------------------------------------------------------
+# --- frames --------------------------------------------------------------------------------
+
+
+def read_json_frame(tally: Tally, data: str, arrival: int) -> bool:
+    """Record a JSON frame; True at the run's end."""
+    frame = json.loads(data)
+    kind = frame.get("type")
+    if kind == "textDelta":
+        tally.token_frames += 1
+        tally.record(frame["text"], arrival)
+        return False
+    tally.other_frames += 1
+    if kind == "error":
+        raise StreamFailed(f"error frame: {frame.get('code')}")
+    if kind == "done":
+        tally.done = True
+        if frame.get("status") != "completed":
+            raise StreamFailed(f"run {frame.get('status')}")
+        return True
+    return False
+
+
+def read_html_frame(tally: Tally, data: str, arrival: int) -> bool:
+    """Record an htmx frame (HTML fragments swapped by id); True at the run's end."""
+    texts = HTML_TEXT.findall(data)
+    if any(text.strip() for text in texts):
+        tally.token_frames += 1
+        for text in texts:
+            tally.record(text, arrival)
+    else:
+        tally.other_frames += 1
+    if HTML_ERROR in data:
+        raise StreamFailed("error banner")
+    if HTML_DONE in data:
+        tally.done = True
+        return True
+    return False
+
+
+READERS = {"json": read_json_frame, "htmx": read_html_frame}
+
+
+# --- through a server ----------------------------------------------------------------------
 
 
 @dataclass
 class RelayStream:
+    token: str
     chat_id: int | None = None
     socket: AioClient | None = None
     tally: Tally = field(default_factory=Tally)
 
 
 class RelayClient:
-    def __init__(self, base_url: str, token: str, streams: int):
+    """Chats and sockets on one server; stream i acts as account i (`tokens[i]`)."""
+
+    def __init__(self, base_url: str, tokens: list[str], fmt: str = "json"):
         self.base_url = base_url
         self.ws_url = base_url.replace("http://", "ws://", 1)
-        self.headers = {"Authorization": f"Bearer {token}"}
+        self.tokens = tokens or ["-"]
+        self.fmt = fmt
+        self.read_frame = READERS[fmt]
         self.http = httpx.AsyncClient(
             base_url=base_url,
-            headers=self.headers,
             timeout=HTTP_SECONDS,
-            limits=httpx.Limits(max_connections=min(streams, 64), max_keepalive_connections=64),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
         )
         self.streams: list[RelayStream] = []
 
+    def headers(self, stream: RelayStream) -> dict:
+        return {"Authorization": f"Bearer {stream.token}"}
+
     async def prepare(self, count: int) -> None:
         """A chat and an open socket per stream; a stream whose setup failed keeps its error."""
-        self.streams = [RelayStream() for _ in range(count)]
+        self.streams = [RelayStream(self.tokens[i % len(self.tokens)]) for i in range(count)]
         await bounded_gather(count, self._prepare_one, SETUP_CONCURRENCY)
 
     async def _prepare_one(self, index: int) -> None:
         stream = self.streams[index]
         try:
-            response = await self.http.post("/api/chats", json={"title": f"relay bench {index}"})
+            response = await self.http.post(
+                "/api/chats", json={"title": f"bench {index}"}, headers=self.headers(stream)
+            )
             if response.status_code != 201:
                 raise StreamFailed(f"create chat: HTTP {response.status_code}")
             stream.chat_id = response.json()["id"]
-            stream.socket = await asyncio.wait_for(
-                AioClient.connect(
-                    f"{self.ws_url}/ws/chats/{stream.chat_id}?format=json", headers=self.headers
-                ),
-                CONNECT_SECONDS,
-            )
+            await self.connect(stream)
         except StreamFailed as error:
             stream.tally.error = str(error)
         except Exception as error:
             stream.tally.error = f"setup: {type(error).__name__}: {error}"[:120]
 
+    async def connect(self, stream: RelayStream) -> None:
+        query = "?format=json" if self.fmt == "json" else ""
+        stream.socket = await asyncio.wait_for(
+            AioClient.connect(
+                f"{self.ws_url}/ws/chats/{stream.chat_id}{query}", headers=self.headers(stream)
+            ),
+            CONNECT_SECONDS,
+        )
+        if self.fmt == "htmx":
+            # The page names the last row it holds as soon as the socket opens.
+            await stream.socket.send(json.dumps({"after": 0}))
+
     @property
     def ready(self) -> list[RelayStream]:
         return [s for s in self.streams if s.socket is not None and s.tally.error is None]
 
-    async def run(self, deadline: float) -> None:
-        """Start every ready stream at once; each reads its socket until `done`."""
-        await asyncio.gather(*(guarded(s.tally, self._one(s), deadline) for s in self.ready))
+    async def run(self, deadline: float, message: str) -> None:
+        """Start every ready stream at once; each reads its socket until the run ends."""
+        await asyncio.gather(
+            *(guarded(s.tally, self.turn(s, message, s.tally), deadline) for s in self.ready)
+        )
 
-    async def _one(self, stream: RelayStream) -> None:
+    async def turn(self, stream: RelayStream, message: str, tally: Tally) -> None:
         # Read while the POST is in flight: the run may stream before its 202 comes back.
-        reading = asyncio.create_task(self._read_until_done(stream))
-        stream.tally.started_ns = time.time_ns()
+        reading = asyncio.create_task(self._read_until_done(stream, tally))
+        tally.started_ns = time.time_ns()
         try:
             response = await self.http.post(
-                f"/api/chats/{stream.chat_id}/loop", json={"message": "Stream your stamps."}
+                f"/api/chats/{stream.chat_id}/loop",
+                json={"message": message},
+                headers=self.headers(stream),
             )
             if response.status_code != 202:
                 raise StreamFailed(f"loop: HTTP {response.status_code}")
+            tally.accepted_ns = time.time_ns() - tally.started_ns
             await reading
         finally:
             if not reading.done():
@@ -164,24 +252,10 @@ class RelayClient:
                 with contextlib.suppress(asyncio.CancelledError):
                     await reading
 
-    async def _read_until_done(self, stream: RelayStream) -> None:
-        tally = stream.tally
+    async def _read_until_done(self, stream: RelayStream, tally: Tally) -> None:
         while True:
             data = await stream.socket.receive()  # ConnectionClosed when the server closes it
-            arrival = time.time_ns()
-            frame = json.loads(data)
-            kind = frame.get("type")
-            if kind == "textDelta":
-                tally.token_frames += 1
-                tally.record(frame["text"], arrival)
-                continue
-            tally.other_frames += 1
-            if kind == "error":
-                raise StreamFailed(f"error frame: {frame.get('code')}")
-            if kind == "done":
-                tally.done = True
-                if frame.get("status") != "completed":
-                    raise StreamFailed(f"run {frame.get('status')}")
+            if self.read_frame(tally, data, time.time_ns()):
                 return
 
     async def close(self) -> None:
@@ -196,8 +270,10 @@ class RelayClient:
 
 async def relay_streams(
     base_url: str,
-    token: str,
+    tokens: list[str],
+    fmt: str,
     count: int,
+    message: str,
     stream_seconds: float,
     subscribe_wait: float,
     on_start: Callable[[], None],
@@ -205,27 +281,116 @@ async def relay_streams(
 ) -> list[Tally]:
     """Prepare `count` streams, wait for the sockets to subscribe, run them all at once.
     `on_start`/`on_end` bracket the streaming (the CPU readings)."""
-    client = RelayClient(base_url, token, count)
+    client = RelayClient(base_url, tokens, fmt)
     try:
         await client.prepare(count)
         await asyncio.sleep(subscribe_wait)  # the socket subscribes after its handshake
         on_start()
-        await client.run(asyncio.get_running_loop().time() + stream_seconds)
+        await client.run(asyncio.get_running_loop().time() + stream_seconds, message)
         on_end()
         return [stream.tally for stream in client.streams]
     finally:
         await client.close()
 
 
+async def first_frames(
+    base_url: str, tokens: list[str], message: str, turns: int, warm_up: int, seconds: float
+) -> list[Tally]:
+    """`warm_up` + `turns` turns one after another in one chat; the timed turns' tallies
+    (`first_token_ns`: from sending the POST to the first text frame)."""
+    client = RelayClient(base_url, tokens[:1], "json")
+    tallies = []
+    try:
+        await client.prepare(1)
+        stream = client.streams[0]
+        if stream.tally.error:
+            raise StreamFailed(stream.tally.error)
+        await asyncio.sleep(0.2)
+        for index in range(warm_up + turns):
+            tally = Tally()
+            deadline = asyncio.get_running_loop().time() + seconds
+            await guarded(tally, client.turn(stream, message, tally), deadline)
+            if index >= warm_up:
+                tallies.append(tally)
+            if tally.error:
+                break
+    finally:
+        await client.close()
+    return tallies
+
+
+# --- idle sockets --------------------------------------------------------------------------
+
+
+class IdleSockets:
+    """Sockets opened to `chats` chats (one account each) that then say nothing."""
+
+    def __init__(self, base_url: str, tokens: list[str]):
+        self.client = RelayClient(base_url, tokens, "json")
+        self.chats: list[RelayStream] = []
+        self.open: list[RelayStream] = []
+        self.errors: list[str] = []
+
+    async def create_chats(self, count: int) -> None:
+        await self.client.prepare(count)
+        self.chats = self.client.ready
+        for stream in self.client.streams:
+            if stream.tally.error:
+                self.errors.append(stream.tally.error)
+        await self.close_sockets(self.chats)  # the chats stay; these sockets were setup
+
+    async def open_sockets(self, count: int) -> int:
+        """Open `count` more sockets; the number opened."""
+        if not self.chats:
+            return 0
+        fresh = [
+            RelayStream(chat.token, chat.chat_id)
+            for chat in (self.chats[i % len(self.chats)] for i in range(count))
+        ]
+
+        async def one(index: int) -> None:
+            try:
+                await self.client.connect(fresh[index])
+            except Exception as error:
+                self.errors.append(f"{type(error).__name__}: {error}"[:120])
+
+        await bounded_gather(count, one, SETUP_CONCURRENCY)
+        opened = [stream for stream in fresh if stream.socket is not None]
+        self.open += opened
+        return len(opened)
+
+    async def close_sockets(self, streams: list[RelayStream] | None = None) -> None:
+        streams = self.open if streams is None else streams
+        for stream in streams:
+            if stream.socket is not None:
+                with contextlib.suppress(Exception):
+                    await stream.socket.close()
+                if stream.socket.task is not None:
+                    stream.socket.task.cancel()
+                stream.socket = None
+        if streams is self.open:
+            self.open = []
+
+    async def aclose(self) -> None:
+        await self.close_sockets()
+        await self.client.http.aclose()
+
+
 # --- the floor: straight from the model ----------------------------------------------------
 
 
-async def _floor_one(client: anthropic.AsyncAnthropic, tally: Tally) -> None:
+def model_client(model_url: str) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(
+        base_url=model_url, api_key="bench", max_retries=0, timeout=HTTP_SECONDS
+    )
+
+
+async def _floor_one(client: anthropic.AsyncAnthropic, tally: Tally, message: str) -> None:
     tally.started_ns = time.time_ns()
     stream = await client.messages.create(
         model="bench",
         max_tokens=8192,
-        messages=[{"role": "user", "content": "Stream your stamps."}],
+        messages=[{"role": "user", "content": message}],
         stream=True,
     )
     async with stream:
@@ -240,22 +405,42 @@ async def _floor_one(client: anthropic.AsyncAnthropic, tally: Tally) -> None:
 async def floor_streams(
     model_url: str,
     count: int,
+    message: str,
     stream_seconds: float,
     on_start: Callable[[], None],
     on_end: Callable[[], None],
 ) -> list[Tally]:
-    client = anthropic.AsyncAnthropic(
-        base_url=model_url, api_key="bench", max_retries=0, timeout=HTTP_SECONDS
-    )
+    client = model_client(model_url)
     tallies = [Tally() for _ in range(count)]
     try:
         deadline = asyncio.get_running_loop().time() + stream_seconds
         on_start()
-        await asyncio.gather(*(guarded(t, _floor_one(client, t), deadline) for t in tallies))
+        await asyncio.gather(
+            *(guarded(t, _floor_one(client, t, message), deadline) for t in tallies)
+        )
         on_end()
     finally:
         await client.close()
     for tally in tallies:
         if tally.error is None and not tally.done:
             tally.error = "stream ended without message_stop"
+    return tallies
+
+
+async def model_first_tokens(
+    model_url: str, message: str, turns: int, warm_up: int, seconds: float
+) -> list[Tally]:
+    """The model's own time to first token: the same turns, one after another, read
+    straight from it."""
+    client = model_client(model_url)
+    tallies = []
+    try:
+        for index in range(warm_up + turns):
+            tally = Tally()
+            deadline = asyncio.get_running_loop().time() + seconds
+            await guarded(tally, _floor_one(client, tally, message), deadline)
+            if index >= warm_up:
+                tallies.append(tally)
+    finally:
+        await client.close()
     return tallies

@@ -7,8 +7,10 @@ Every `POST /v1/messages` gets one text block (stop reason `end_turn`). Streamed
 `f"{time.time_ns()} "`, so a reader subtracts the stamp from its own clock to get that
 token's latency. Tokens leave at `--tps` per stream on an absolute schedule (a late token
 does not push the next ones back), `--tokens` per reply, after `--first-token-delay`
-seconds. Non-streamed calls get the same text at once; `/v1/messages/count_tokens` a
-count. Nothing is validated (tests/fake_model.py does that).
+seconds. The last user message may override both for its reply: `stamps=N` and
+`delay=SECONDS` anywhere in its text (a benchmark's short turns beside its long streams, on
+one model process). Non-streamed calls get the same text at once;
+`/v1/messages/count_tokens` a count. Nothing is validated (tests/fake_model.py does that).
 
 Stdlib only, one asyncio loop, HTTP/1.1 keep-alive with chunked replies: hundreds of
 concurrent streams. The process exits by itself after `--max-seconds`.
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import secrets
 import time
 
@@ -41,6 +44,27 @@ DELTA_HEAD = (
     b'{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "'
 )
 DELTA_TAIL = b'"}}\n\n'
+
+
+STAMPS = re.compile(r"\bstamps=(\d+)")
+DELAY = re.compile(r"\bdelay=(\d+(?:\.\d+)?)")
+
+
+def last_user_text(body: dict) -> str:
+    """The text of the request's last user message (a string or a list of blocks)."""
+    messages = body.get("messages")
+    for entry in reversed(messages if isinstance(messages, list) else []):
+        if not isinstance(entry, dict) or entry.get("role") != "user":
+            continue
+        content = entry.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return " ".join(
+                str(block.get("text", "")) for block in content if isinstance(block, dict)
+            )
+        return ""
+    return ""
 
 
 def stamp() -> bytes:
@@ -104,6 +128,17 @@ class StampedModel:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
+    def reply_shape(self, body: dict) -> tuple[int, float]:
+        """Tokens and first-token delay for this request: the defaults, unless its last
+        user message says `stamps=N` / `delay=SECONDS`."""
+        text = last_user_text(body)
+        tokens = STAMPS.search(text)
+        delay = DELAY.search(text)
+        return (
+            int(tokens.group(1)) if tokens else self.tokens,
+            float(delay.group(1)) if delay else self.first_token_delay,
+        )
+
     async def answer_one(self, reader, writer) -> bool:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
         lines = head.decode("latin-1").split("\r\n")
@@ -125,11 +160,12 @@ class StampedModel:
         elif path.endswith("/count_tokens"):
             await self.send_json(writer, 200, {"input_tokens": 10})
         elif body.get("stream"):
-            await self.stream(writer, str(body.get("model") or "bench"))
+            await self.stream(writer, str(body.get("model") or "bench"), *self.reply_shape(body))
         else:
-            text = "".join(stamp().decode() for _ in range(self.tokens))
+            tokens, _ = self.reply_shape(body)
+            text = "".join(stamp().decode() for _ in range(tokens))
             await self.send_json(
-                writer, 200, message(str(body.get("model") or "bench"), text, self.tokens)
+                writer, 200, message(str(body.get("model") or "bench"), text, tokens)
             )
         return headers.get("connection", "").lower() != "close"
 
@@ -142,7 +178,7 @@ class StampedModel:
         )
         await writer.drain()
 
-    async def stream(self, writer, model: str) -> None:
+    async def stream(self, writer, model: str, tokens: int, first_token_delay: float) -> None:
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
             b"cache-control: no-cache\r\nrequest-id: req_bench\r\n"
@@ -150,14 +186,14 @@ class StampedModel:
         )
         await writer.drain()
         loop = asyncio.get_running_loop()
-        start = loop.time() + self.first_token_delay
-        for index in range(self.tokens):
+        start = loop.time() + first_token_delay
+        for index in range(tokens):
             delay = start + index * self.interval - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             writer.write(chunk(DELTA_HEAD + stamp() + DELTA_TAIL))
             await writer.drain()
-        writer.write(chunk(closing_events(self.tokens)) + b"0\r\n\r\n")
+        writer.write(chunk(closing_events(tokens)) + b"0\r\n\r\n")
         await writer.drain()
 
 

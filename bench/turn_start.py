@@ -6,8 +6,9 @@ rows, fitted to the token budget, the system prompt, the tool schemas).
 Floor: one core `SELECT` (no ORM) through the engine of the same rows the tail read returns:
 same WHERE, `ORDER BY sequence DESC`, same LIMIT.
 
-Conversations of 50 and 10,000 rows (50 and 2,000 with `--quick`) are built through
-`app.chat.rows.insert_message`, many rows per committed transaction: user text rows,
+Conversations of 50 and 10,000 rows (50 and 2,000 with `--quick`) are built by one bulk
+INSERT per 1,000 rows, shaped as `app.chat.rows.insert_message` shapes them (sequences
+1..N, the cached token estimate in `meta`; the insert path has its own benchmark): user text rows,
 assistant rows with text + tool_use blocks, hidden tool_result rows, assistant answers and
 now and then an agent_output row without blocks. Because only the tail is read, starting a
 turn on the long conversation should cost at most 2x the short one; the table says whether
@@ -25,13 +26,13 @@ import tempfile
 import time
 from datetime import UTC, datetime
 
-from sqlalchemy import make_url, select
+from sqlalchemy import insert, make_url, select
 
 from app.chat import history
+from app.chat.budget import estimate_blocks
 from app.chat.loop import HostLoop
-from app.chat.rows import insert_message
 from app.config import load_settings
-from app.db import Database
+from app.db import Database, utcnow
 from app.models import Base, Conversation, Message, User
 from app.services import Services, build_services
 from bench.inserts import POSTGRES_URL, Unreachable, open_database
@@ -168,6 +169,20 @@ def analyze(db: Database) -> None:
             connection.commit()
 
 
+def stored_row(conversation_id: int, sequence: int, row: dict) -> dict:
+    """A row as `insert_message` stores it: the blocks' token estimate cached in `meta`."""
+    meta = dict(row["meta"])
+    if meta.get("blocks"):
+        meta["tokens"] = estimate_blocks(meta["blocks"])
+    return {
+        **row,
+        "meta": meta,
+        "conversation_id": conversation_id,
+        "sequence": sequence,
+        "created_at": utcnow(),
+    }
+
+
 def build_conversation(db: Database, user_id: int, total: int) -> tuple[int, float]:
     """Insert a conversation of `total` rows; return its id and the setup seconds."""
     began = time.perf_counter()
@@ -176,13 +191,15 @@ def build_conversation(db: Database, user_id: int, total: int) -> tuple[int, flo
         session.add(conversation)
         session.commit()
         conversation_id = conversation.id
-    rows = conversation_rows(total)
+    rows = [
+        stored_row(conversation_id, sequence, row)
+        for sequence, row in enumerate(conversation_rows(total), start=1)
+    ]
     for start in range(0, total, ROWS_PER_COMMIT):
         with db.session() as session:
-            for row in rows[start : start + ROWS_PER_COMMIT]:
-                insert_message(session, conversation_id, **row)
+            session.execute(insert(Message), rows[start : start + ROWS_PER_COMMIT])
             session.commit()
-        analyze(db)
+    analyze(db)
     with db.session() as session:
         count = len(
             session.scalars(
@@ -344,7 +361,9 @@ def bench_database(name: str, sizes: tuple[int, ...], iterations: int) -> tuple[
 # --- entry points --------------------------------------------------------------------------
 
 
-def run(*, quick: bool = False, databases=("sqlite", "postgresql"), rows: int | None = None):
+def run(
+    *, quick: bool = False, databases=("sqlite", "postgresql"), rows: int | None = None, **_options
+):
     """`rows`, when given, replaces the long conversation's size."""
     sizes = (SMALL, rows or QUICK_LARGE) if quick or rows else (SMALL, *MIDDLE, LARGE)
     iterations = QUICK_ITERATIONS if quick else ITERATIONS

@@ -1,4 +1,6 @@
-"""The benchmark harness runs: inserts and turn_start, quick, on SQLite only."""
+"""The benchmark harness runs quick and on SQLite only, and writes its report: the
+database benchmarks in one test, the serving ones (minimal relay and embedded server,
+stamped model in its own process) in another. Together well under a minute."""
 
 import json
 import subprocess
@@ -6,115 +8,88 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def test_inserts_benchmark_quick_on_sqlite(tmp_path):
+def run_bench(tmp_path: Path, *args: str, timeout: int) -> subprocess.CompletedProcess:
     completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--only",
-            "inserts",
-            "--quick",
-            "--databases",
-            "sqlite",
-            "--results-dir",
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "bench", "--quick", "--databases", "sqlite"]
+        + ["--results-dir", str(tmp_path), "--docs-dir", str(tmp_path / "docs"), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=timeout,
     )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "central path rows/s" in completed.stdout
-    assert "plain insert rows/s" in completed.stdout
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    return completed
 
-    result = json.loads((tmp_path / "inserts.json").read_text())
-    assert result["quick"] is True
-    assert list(result["databases"]) == ["sqlite"]
-    cases = result["cases"]
-    assert [case["writers"] for case in cases] == [1, 8]
-    for case in cases:
-        assert case["database"] == "sqlite"
-        assert case["rows"] == case["writers"] * result["rows_per_writer"]
-        assert case["central_rows_per_s"] > 0
-        assert case["plain_rows_per_s"] > 0
-        assert case["ratio"] > 0
+
+def test_database_benchmarks_quick_on_sqlite_write_the_report(tmp_path):
+    completed = run_bench(tmp_path, "--only", "inserts,turn_start", timeout=60)
+    assert "central path rows/s" in completed.stdout
+    assert "turn start p50 ms" in completed.stdout
+
+    inserts = json.loads((tmp_path / "inserts.json").read_text())
+    assert list(inserts["databases"]) == ["sqlite"]
+    assert [case["writers"] for case in inserts["cases"]] == [1, 8]
+    for case in inserts["cases"]:
+        assert case["rows"] == case["writers"] * inserts["rows_per_writer"]
+        assert case["central_rows_per_s"] > 0 and case["plain_rows_per_s"] > 0
         assert case["sequence_check"] == "passed"
 
+    turn_start = json.loads((tmp_path / "turn_start.json").read_text())
+    assert [case["rows"] for case in turn_start["cases"]] == [50, 2_000]
+    for case in turn_start["cases"]:
+        assert 0 < case["turn_start_p50_ms"] <= case["turn_start_p99_ms"]
+        assert case["floor_p50_ms"] > 0 and case["tail_rows"] > 0
 
-def test_turn_start_benchmark_quick_on_sqlite(tmp_path):
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--only",
-            "turn_start",
-            "--quick",
-            "--databases",
-            "sqlite",
-            "--results-dir",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "turn start p50 ms" in completed.stdout
-    assert "floor p50 ms" in completed.stdout
+    report = (tmp_path / "docs" / "benchmarks.md").read_text()
+    for heading in ("## Machine", "## Budget (issue 10)", "## Turn start", "## Inserts"):
+        assert heading in report
+    assert "Central insert path within 1.5x of a plain INSERT (sqlite, 8 writers)" in report
+    assert "Turn start at most 10 ms p50" in report
+    assert "![turn start against conversation length](bench-turn-start.png)" in report
+    assert (tmp_path / "docs" / "bench-turn-start.png").read_bytes().startswith(PNG_MAGIC)
 
-    result = json.loads((tmp_path / "turn_start.json").read_text())
-    assert result["quick"] is True
-    assert list(result["databases"]) == ["sqlite"]
-    cases = result["cases"]
-    assert [case["rows"] for case in cases] == [50, 2_000]
+
+def test_serving_benchmarks_quick_relay_every_token_and_write_the_report(tmp_path):
+    """Minimal relay and embedded server: every token of every level arrives on the JSON
+    and the htmx socket, and straight from the model; first frame and idle sockets too."""
+    completed = run_bench(tmp_path, "--only", "serving", timeout=90)
+    assert "p99 ratio" in completed.stdout
+
+    result = json.loads((tmp_path / "serving.json").read_text())
+    assert {name: entry["status"] for name, entry in result["variants"].items()} == {
+        "minimal": "ran",
+        "embedded": "ran",
+    }
+    expected = result["tokens_per_stream"]
+    cases = result["floor"] + result["relay"]
+    seen = {(case.get("variant", "floor"), case.get("format"), case["streams"]) for case in cases}
+    for variant, fmt in (("floor", None), ("minimal", "json"), ("embedded", "json")):
+        assert {(variant, fmt, 1), (variant, fmt, 5)} <= seen
+    assert {("embedded", "htmx", 1), ("embedded", "htmx", 5)} <= seen
     for case in cases:
-        assert case["database"] == "sqlite"
-        assert case["turn_start_p50_ms"] > 0
-        assert case["turn_start_p99_ms"] >= case["turn_start_p50_ms"]
-        assert case["floor_p50_ms"] > 0
-        assert case["ratio_to_floor"] > 0
-        assert case["ratio_to_small"] > 0
-        assert case["tail_rows"] > 0
-    assert set(result["checks"]) == {"sqlite"}
+        assert case["errors"] == {}, case
+        assert case["completed"] == case["streams"]
+        assert case["tokens_delivered"] == case["streams"] * expected
+        assert 0 < case["p50_ms"] <= case["p99_ms"]
+    for case in result["relay"]:
+        assert case["server_cpu_ms_per_1k_tokens"] > 0
 
+    (first_frame,) = result["first_frame"]
+    assert first_frame["variant"] == "embedded" and first_frame["completed"] == first_frame["turns"]
+    assert first_frame["first_frame_p50_ms"] > result["model_first_token"]["p50_ms"] > 0
+    for idle in result["idle_sockets"]:
+        assert idle["sockets_open"] == idle["sockets_requested"] > 0
+        assert idle["server_alive"]
 
-def test_relay_benchmark_quick(tmp_path):
-    """Three processes (stamped model, `flask serve`, the socket readers): every token of
-    both levels arrives, through the server and straight from the model."""
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--only",
-            "relay",
-            "--quick",
-            "--results-dir",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "relay p99 ms" in completed.stdout
-
-    result = json.loads((tmp_path / "relay.json").read_text())
-    assert result["quick"] is True
-    cases = result["cases"]
-    assert [case["streams"] for case in cases] == [1, 5]
-    for case in cases:
-        for part in (case["relay"], case["floor"]):
-            assert part["errors"] == {}
-            assert part["completed"] == case["streams"]
-            assert part["tokens_delivered"] == part["tokens_expected"]
-            assert part["tokens_expected"] == case["streams"] * result["tokens_per_stream"]
-            assert 0 < part["p50_ms"] <= part["p99_ms"]
-        assert case["relay"]["server_cpu_ms_per_1k_tokens"] > 0
+    docs = tmp_path / "docs"
+    report = (docs / "benchmarks.md").read_text()
+    for heading in ("## Relay", "## First frame", "## Idle sockets", "## Budget (issue 10)"):
+        assert heading in report
+    assert "minimal relay p99 ms" in report
+    assert "First frame at most 25 ms p50 over the model's own time to first token" in report
+    for figure in ("bench-relay-latency.png", "bench-relay-cpu.png"):
+        assert f"]({figure})" in report
+        assert (docs / figure).read_bytes().startswith(PNG_MAGIC)

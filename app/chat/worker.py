@@ -17,7 +17,7 @@ from app.config import Settings
 log = logging.getLogger(__name__)
 
 ACTOR_NAME = "run_chat"
-POLL_MS = 50
+POLL_MS = 20
 
 # The services of this worker process, set by `start_worker` before messages are consumed.
 _services = None

@@ -33,6 +33,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from typing import Any
 
 import redis
@@ -54,6 +55,7 @@ MAX_BACKOFF_SECONDS = 10.0
 # After a failed publish, later ones are dropped for this long instead of each waiting on
 # a dead connection: the run goes on (rows are the truth) and sockets catch up from rows.
 PUBLISH_PAUSE_SECONDS = 1.0
+PUBLISH_CONNECTIONS = 32
 # A pub/sub connection whose peer vanished without closing it is noticed within a minute.
 _KEEPALIVE_OPTIONS = (
     {socket.TCP_KEEPIDLE: 30, socket.TCP_KEEPINTVL: 10, socket.TCP_KEEPCNT: 3}
@@ -170,13 +172,21 @@ class RedisHub:
         # Publishing: a pooled, thread-safe client. One retry, on connection errors only (a
         # dead pooled socket); a timed-out script may have run, and running it twice would
         # double the text.
-        self._redis = redis.Redis.from_url(
-            url,
-            socket_connect_timeout=2,
-            socket_timeout=5,
+        # Runs publish from many threads (or greenlets): they wait for a pooled connection
+        # rather than fail when all are busy (redis-py's plain pool raises at 100).
+        self._redis = redis.Redis(
+            connection_pool=redis.BlockingConnectionPool.from_url(
+                url,
+                max_connections=PUBLISH_CONNECTIONS,
+                timeout=5,
+                socket_connect_timeout=2,
+                socket_timeout=5,
+            ),
             retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
         )
         self._publish_script = self._redis.register_script(PUBLISH_SCRIPT)
+        self._outbox: deque[tuple[int, ev.Event]] = deque()
+        self._sending = threading.Lock()
         self._publish_paused_until = 0.0
         # Listening: no silent retries, so the listener sees every drop and reports the gap.
         # The name tells it apart in CLIENT LIST.
@@ -225,25 +235,49 @@ class RedisHub:
     # -- publishing (any process; needs no subscriber) --------------------------------------
 
     def publish(self, conversation_id: int, event: ev.Event) -> None:
+        """Send at once when no one else is sending; otherwise leave the event for the
+        sender in flight, which drains everything waiting into one pipelined round trip
+        (neighbouring text deltas of a run merged). Idle, an event costs one round trip;
+        busy (a worker streaming a hundred runs), many events share one."""
         if time.monotonic() < self._publish_paused_until:
             return
+        self._outbox.append((conversation_id, event))
+        while self._outbox and self._sending.acquire(blocking=False):
+            try:
+                while self._outbox:
+                    self._send_batch(_drain(self._outbox))
+            finally:
+                self._sending.release()
+            # An event left just after our last look is sent by the loop's next turn.
+
+    def _send_batch(self, batch: list[tuple[int, ev.Event]]) -> None:
+        try:
+            if len(batch) == 1:
+                self._publish_one(*batch[0], client=None)
+                return
+            with self._redis.pipeline(transaction=False) as pipe:
+                for conversation_id, event in _merge_deltas(batch):
+                    self._publish_one(conversation_id, event, client=pipe)
+                pipe.execute()
+        except redis.RedisError as error:
+            self._publish_failed(error)
+
+    def _publish_one(self, conversation_id: int, event: ev.Event, client) -> None:
         payload = _dumps(event)
         mode, live_payload = _live_effect(event)
         run_id = getattr(event, "run_id", None)
-        try:
-            self._publish_script(
-                keys=self._live_keys(conversation_id),
-                args=[
-                    self._conversation_channel(conversation_id),
-                    payload,
-                    mode,
-                    "" if run_id is None else str(run_id),
-                    self.live_ttl,
-                    live_payload or payload,
-                ],
-            )
-        except redis.RedisError as error:
-            self._publish_failed(error)
+        self._publish_script(
+            keys=self._live_keys(conversation_id),
+            args=[
+                self._conversation_channel(conversation_id),
+                payload,
+                mode,
+                "" if run_id is None else str(run_id),
+                self.live_ttl,
+                live_payload or payload,
+            ],
+            client=client,
+        )
 
     def publish_user(self, user_id: int, event: ev.Event) -> None:
         if time.monotonic() < self._publish_paused_until:
@@ -473,6 +507,31 @@ class RedisHub:
             listener.join(timeout=LISTEN_POLL_SECONDS + 2)
         self._redis.close()
         self._listen_client.close()
+
+
+def _drain(outbox: deque) -> list:
+    batch = []
+    with contextlib.suppress(IndexError):
+        while True:
+            batch.append(outbox.popleft())
+    return batch
+
+
+def _merge_deltas(batch: list[tuple[int, ev.Event]]) -> list[tuple[int, ev.Event]]:
+    """Per conversation, in order, with neighbouring text deltas of one run as one."""
+    by_conversation: dict[int, list[ev.Event]] = {}
+    for conversation_id, event in batch:
+        events = by_conversation.setdefault(conversation_id, [])
+        previous = events[-1] if events else None
+        if (
+            isinstance(event, ev.TextDelta)
+            and isinstance(previous, ev.TextDelta)
+            and previous.run_id == event.run_id
+        ):
+            events[-1] = ev.TextDelta(event.run_id, previous.text + event.text)
+        else:
+            events.append(event)
+    return [(cid, event) for cid, events in by_conversation.items() for event in events]
 
 
 def _parse(data: bytes) -> ev.Event | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from flask import current_app, g, request
 from flask_login import current_user
 from sqlalchemy import select
@@ -28,6 +30,9 @@ def close_db_session(_exc: BaseException | None = None) -> None:
         session.close()
 
 
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
 def bearer_token() -> str | None:
     header = request.headers.get("Authorization", "")
     scheme, _, value = header.partition(" ")
@@ -41,8 +46,11 @@ def user_from_bearer(raw: str) -> User | None:
     token = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(raw)))
     if token is None or not token.active:
         return None
-    token.last_used_at = utcnow()
-    session.commit()
+    now = utcnow()
+    # "Last used" is shown to the nearest minute: a script's every request need not write.
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        token.last_used_at = now
+        session.commit()
     return session.get(User, token.user_id)
 
 

@@ -1,0 +1,871 @@
+"""The report: markdown tables of every benchmark, the budget of issue 10 checked line by
+line, the machine, and PNG plots (matplotlib, Agg). `write_report` writes
+`<docs>/benchmarks.md` and its figures beside it."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+from bench.servers import MINIMAL
+
+# Chainlit 2.12 relaying the same streams (issue 10, measured on this kind of machine).
+CHAINLIT_P99_MS = {1: 9.1, 20: 96.0, 100: 1306.0, 200: 7828.0}
+FIGURES = {
+    "latency": "bench-relay-latency.png",
+    "cpu": "bench-relay-cpu.png",
+    "turn_start": "bench-turn-start.png",
+}
+
+
+# --- formatting ----------------------------------------------------------------------------
+
+
+def ms(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def ratio(value) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def divide(a, b):
+    return a / b if a is not None and b else None
+
+
+def table(header: list[str], rows: list[list[str]], text_columns: int = 1) -> str:
+    """A markdown table, padded so it also reads well on a terminal: the first
+    `text_columns` columns left-aligned, the figures after them right-aligned."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells):
+        padded = [
+            cell.ljust(widths[i]) if i < text_columns else cell.rjust(widths[i])
+            for i, cell in enumerate(cells)
+        ]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|".join(
+        "-" * (w + 2) if i < text_columns else "-" * (w + 1) + ":" for i, w in enumerate(widths)
+    )
+    return "\n".join([line(header), f"|{rule}|", *(line(row) for row in rows)])
+
+
+def bullets(lines: list[str]) -> str:
+    return "\n".join(f"- {line}" for line in lines)
+
+
+# --- serving: relay, first frame, idle sockets ---------------------------------------------
+
+
+def _by_level(cases: list[dict]) -> dict[int, dict]:
+    return {case["streams"]: case for case in cases}
+
+
+def minimal_cases(result: dict) -> dict[int, dict]:
+    """The relay floor per level: the minimal relay's best of its rounds (it runs first and
+    last): the lowest p99 (with that round's p50) and the lowest CPU per 1,000 tokens."""
+    floors: dict[int, dict] = {}
+    for case in result.get("relay", []):
+        if case["variant"] != MINIMAL or case["format"] != "json" or case.get("p99_ms") is None:
+            continue
+        best = floors.get(case["streams"])
+        if best is None:
+            floors[case["streams"]] = dict(case)
+            continue
+        if case["p99_ms"] < best["p99_ms"]:
+            best.update(p50_ms=case["p50_ms"], p99_ms=case["p99_ms"])
+        cpu = case.get("server_cpu_ms_per_1k_tokens")
+        if cpu and cpu < (best.get("server_cpu_ms_per_1k_tokens") or float("inf")):
+            best["server_cpu_ms_per_1k_tokens"] = cpu
+    return floors
+
+
+def minimal_rounds(result: dict, streams: int) -> str:
+    """The minimal relay's p99 in each round at one level, e.g. "3.0 / 2.5"."""
+    rounds = [
+        ms(case.get("p99_ms"))
+        for case in result.get("relay", [])
+        if case["variant"] == MINIMAL and case["format"] == "json" and case["streams"] == streams
+    ]
+    return " / ".join(rounds) or "-"
+
+
+def floor_table(result: dict) -> str:
+    floor = _by_level(result.get("floor", []))
+    minimal = minimal_cases(result)
+    rows = []
+    for streams in result.get("levels", []):
+        sdk, relay = floor.get(streams, {}), minimal.get(streams, {})
+        rows.append(
+            [
+                str(streams),
+                ms(sdk.get("p50_ms")),
+                ms(sdk.get("p99_ms")),
+                ms(relay.get("p50_ms")),
+                ms(relay.get("p99_ms")),
+                minimal_rounds(result, streams),
+                ms(relay.get("server_cpu_ms_per_1k_tokens")),
+                ms(CHAINLIT_P99_MS.get(streams)),
+            ]
+        )
+    return table(
+        [
+            "streams",
+            "SDK direct p50 ms",
+            "SDK direct p99 ms",
+            "minimal relay p50 ms",
+            "minimal relay p99 ms",
+            "p99 first / last round",
+            "minimal relay CPU ms / 1k tokens",
+            "Chainlit p99 ms (issue 10)",
+        ],
+        rows,
+    )
+
+
+def relay_table(result: dict) -> str:
+    minimal = minimal_cases(result)
+    rows = []
+    for case in result.get("relay", []):
+        if case["variant"] == MINIMAL:
+            continue
+        floor = minimal.get(case["streams"], {})
+        p99, floor_p99 = case.get("p99_ms"), floor.get("p99_ms")
+        cpu, floor_cpu = (
+            case.get("server_cpu_ms_per_1k_tokens"),
+            floor.get("server_cpu_ms_per_1k_tokens"),
+        )
+        per_frame = divide(case["tokens_delivered"], case["token_frames"])
+        rows.append(
+            [
+                case["variant"],
+                case["format"],
+                str(case["streams"]),
+                ms(case.get("p50_ms")),
+                ms(p99),
+                ms(floor_p99),
+                ratio(divide(p99, floor_p99)),
+                "-" if p99 is None or floor_p99 is None else f"{p99 - floor_p99:+,.1f}",
+                ms(cpu),
+                ratio(divide(cpu, floor_cpu)),
+                f"{case['tokens_delivered']:,}/{case['tokens_expected']:,}",
+                "-" if per_frame is None else f"{per_frame:.1f}",
+                ms(case.get("loop_post_p50_ms")),
+                ms(case.get("first_token_p50_ms")),
+                _rss(case),
+            ]
+        )
+    return table(
+        [
+            "server",
+            "socket",
+            "streams",
+            "p50 ms",
+            "p99 ms",
+            "minimal p99 ms",
+            "p99 ratio",
+            "p99 - minimal ms",
+            "CPU ms / 1k tokens",
+            "CPU ratio",
+            "tokens",
+            "tokens / frame",
+            "POST /loop p50 ms",
+            "first text p50 ms after POST",
+            "server RSS MB idle -> peak",
+        ],
+        rows,
+        text_columns=2,
+    )
+
+
+def _rss(case: dict) -> str:
+    rss = case.get("server_rss_mb")
+    return "-" if not rss else f"{rss['idle']:,.0f} -> {rss['peak']:,.0f}"
+
+
+def relay_notes(result: dict) -> list[str]:
+    notes = []
+    for case in result.get("relay", []):
+        if case["errors"] or case["tokens_delivered"] != case["tokens_expected"]:
+            notes.append(
+                f"{case['variant']} {case['format']} {case['streams']} streams: "
+                f"{case['completed']}/{case['streams']} completed, errors {case['errors'] or 'none'}"
+            )
+    for case in result.get("relay", []):
+        if case["streams"] == max(result.get("levels", [0])):
+            notes.append(
+                f"{case['variant']} {case['format']} at {case['streams']} streams: server "
+                f"{case['server_cpu_percent']}% of a core, {case['server_threads']['peak']} "
+                f"threads at peak, first token p50 {case['first_token_p50_ms']} ms after the "
+                f"POST, at most {case['peak_concurrent_streams']} streams sending at once, "
+                f"{case['other_frames'] / max(1, case['streams']):.0f} other frames per socket, "
+                f"model pace p50 {case['model_tps_per_stream_p50']} tokens/s, load "
+                f"{case['load_average_1m'][0]} -> {case['load_average_1m'][1]}"
+            )
+    return notes
+
+
+def first_frame_table(result: dict) -> str:
+    rows = [
+        [
+            case["variant"],
+            case["database"],
+            ms(case.get("first_frame_p50_ms")),
+            ms(case.get("first_frame_p90_ms")),
+            ms(case.get("model_first_token_p50_ms")),
+            ms(case.get("over_model_p50_ms")),
+            ratio(divide(case.get("first_frame_p50_ms"), case.get("model_first_token_p50_ms"))),
+            ms(case.get("first_token_relay_p50_ms")),
+            f"{case['completed']}/{case['turns']}",
+        ]
+        for case in result.get("first_frame", [])
+    ]
+    return table(
+        [
+            "server",
+            "database",
+            "first frame p50 ms",
+            "p90 ms",
+            "model's own first token p50 ms",
+            "over the model p50 ms",
+            "ratio",
+            "of which the token's relay p50 ms",
+            "turns",
+        ],
+        rows,
+        text_columns=2,
+    )
+
+
+def idle_table(result: dict) -> str:
+    cases = result.get("idle_sockets", [])
+    floor = next((c for c in cases if c["variant"] == MINIMAL), {})
+    rows = [
+        [
+            case["variant"],
+            f"{case['sockets_open']:,}/{case['sockets_requested']:,}",
+            f"{case['rss_before_mb']} -> {case['rss_after_mb']}",
+            ms(case.get("kb_per_socket")),
+            ms(floor.get("kb_per_socket")),
+            ratio(divide(case.get("kb_per_socket"), floor.get("kb_per_socket"))),
+            f"{case['threads_before']} -> {case['threads_after']}",
+        ]
+        for case in cases
+    ]
+    return table(
+        [
+            "server",
+            "idle sockets open",
+            "RSS MB",
+            "KB per socket",
+            "minimal KB per socket",
+            "ratio",
+            "threads",
+        ],
+        rows,
+    )
+
+
+def skipped_notes(result: dict) -> list[str]:
+    return [
+        f"{name} skipped: {entry['reason']}"
+        for name, entry in result.get("variants", {}).items()
+        if entry["status"] == "skipped"
+    ]
+
+
+def log_notes(result: dict) -> list[str]:
+    notes = []
+    for name, entry in result.get("variants", {}).items():
+        problems = entry.get("log") or {}
+        tally = {**problems.get("exceptions", {}), **problems.get("warnings", {})}
+        if problems.get("tracebacks") or tally:
+            common = "; ".join(f"{count}x {line}" for line, count in tally.items())
+            notes.append(
+                f"{name} server log: {problems.get('tracebacks', 0)} tracebacks"
+                + (f"; most common: {common}" if common else "")
+            )
+    return notes
+
+
+def serving_tables(result: dict) -> str:
+    labels = [f"{name}: {entry['label']}" for name, entry in result.get("variants", {}).items()]
+    parts = [
+        "Floors",
+        floor_table(result),
+        "",
+        "Relay (per-token latency from the model's send stamp to the socket client)",
+        relay_table(result),
+        "",
+        *relay_notes(result),
+        "",
+        "First frame (POST /loop to the first text frame)",
+        first_frame_table(result),
+        "",
+        "Idle sockets",
+        idle_table(result),
+        "",
+        *labels,
+        *skipped_notes(result),
+        *log_notes(result),
+    ]
+    return "\n".join(parts)
+
+
+# --- database benchmarks -------------------------------------------------------------------
+
+
+def inserts_table(result: dict) -> str:
+    rows = [
+        [
+            case["database"],
+            str(case["writers"]),
+            f"{case['central_rows_per_s']:,.0f}",
+            f"{case['plain_rows_per_s']:,.0f}",
+            ratio(case["ratio"]),
+        ]
+        for case in result.get("cases", [])
+    ]
+    return table(
+        ["database", "writers", "central path rows/s", "plain INSERT rows/s", "ratio"], rows
+    )
+
+
+def turn_start_table(result: dict) -> str:
+    rows = [
+        [
+            case["database"],
+            f"{case['rows']:,}",
+            ms(case["turn_start_p50_ms"]),
+            ms(case["turn_start_p99_ms"]),
+            ms(case["floor_p50_ms"]),
+            ratio(case["ratio_to_floor"]),
+            ratio(case["ratio_to_small"]),
+        ]
+        for case in result.get("cases", [])
+    ]
+    return table(
+        [
+            "database",
+            "rows",
+            "turn start p50 ms",
+            "p99 ms",
+            "plain query p50 ms",
+            "ratio to plain query",
+            "ratio to 50 rows",
+        ],
+        rows,
+    )
+
+
+# --- the budget ----------------------------------------------------------------------------
+
+
+def _line(
+    budget: str,
+    misses: list[str],
+    measured: list[str],
+    missing: str | None = None,
+    unmeasured: list[str] | None = None,
+) -> dict:
+    """One budget line: `misses` say by how much, `measured` what held; `missing` when
+    nothing could be judged, `unmeasured` for the parts that were not measured."""
+    if missing or not (misses or measured):
+        return {"budget": budget, "status": "not measured", "detail": missing or "no data"}
+    gaps = [f"{part} not measured" for part in unmeasured or []]
+    if misses:
+        held = [f"holds: {part}" for part in measured if part not in misses]
+        return {"budget": budget, "status": "misses", "detail": "; ".join(misses + held + gaps)}
+    status = "holds (partly measured)" if gaps else "holds"
+    return {"budget": budget, "status": status, "detail": "; ".join(measured + gaps)}
+
+
+def _relay_case(serving: dict, variant: str, streams: int, fmt: str = "json") -> dict | None:
+    for case in serving.get("relay", []):
+        if (case["variant"], case["format"], case["streams"]) == (variant, fmt, streams):
+            return case if case.get("p99_ms") is not None else None
+    return None
+
+
+def relay_budget(serving: dict, variant: str, fmt: str = "json") -> dict:
+    budget = (
+        f"Relay p99 ({variant}, {'JSON' if fmt == 'json' else 'htmx'} socket) within 10 ms of "
+        "the minimal relay at 1 and 20 streams, within 2x at 100 and 200"
+    )
+    minimal = minimal_cases(serving)
+    misses, measured, unmeasured = [], [], []
+    for streams in serving.get("levels", []):
+        case, floor = _relay_case(serving, variant, streams, fmt), minimal.get(streams)
+        if case is None or floor is None or floor.get("p99_ms") is None:
+            unmeasured.append(f"{streams} streams")
+            continue
+        p99, floor_p99 = case["p99_ms"], floor["p99_ms"]
+        if case["completed"] < case["streams"]:
+            misses.append(f"{streams}: {case['completed']}/{case['streams']} streams completed")
+        if streams <= 20:
+            over = p99 - floor_p99
+            text = f"{streams}: {ms(p99)} vs {ms(floor_p99)} ms ({over:+.1f} ms; budget +10)"
+            (misses if over > 10 else measured).append(text)
+        else:
+            text = f"{streams}: {ms(p99)} vs {ms(floor_p99)} ms ({p99 / floor_p99:.1f}x; budget 2x)"
+            (misses if p99 > 2 * floor_p99 else measured).append(text)
+    return _line(budget, misses, measured, unmeasured=unmeasured)
+
+
+def chainlit_budget(serving: dict, variant: str) -> dict:
+    budget = f"Relay p99 ({variant}) at least 10x better than Chainlit's at 100 and 200 streams"
+    misses, measured, unmeasured = [], [], []
+    for streams in (100, 200):
+        case = _relay_case(serving, variant, streams)
+        if case is None:
+            unmeasured.append(f"{streams} streams")
+            continue
+        if case["completed"] < case["streams"]:
+            misses.append(f"{streams}: {case['completed']}/{case['streams']} streams completed")
+        limit = CHAINLIT_P99_MS[streams] / 10
+        text = f"{streams}: {ms(case['p99_ms'])} ms (limit {ms(limit)} ms)"
+        (misses if case["p99_ms"] > limit else measured).append(text)
+    return _line(budget, misses, measured, unmeasured=unmeasured)
+
+
+def dramatiq_budget(serving: dict) -> dict:
+    budget = "Run in a Dramatiq worker, frames over Redis: p99 within 3x of the minimal relay at 100 streams"
+    entry = serving.get("variants", {}).get("dramatiq")
+    if entry is None or entry["status"] != "ran":
+        reason = entry.get("reason", "not run") if entry else "not run"
+        return _line(budget, [], [], f"dramatiq variant skipped: {reason[:200]}")
+    case, floor = _relay_case(serving, "dramatiq", 100), minimal_cases(serving).get(100)
+    if case is None or floor is None:
+        return _line(budget, [], [], "100 streams not measured")
+    text = f"{ms(case['p99_ms'])} vs {ms(floor['p99_ms'])} ms ({case['p99_ms'] / floor['p99_ms']:.1f}x)"
+    misses = [text] if case["p99_ms"] > 3 * floor["p99_ms"] else []
+    if case["completed"] < case["streams"]:
+        misses.append(f"{case['completed']}/{case['streams']} streams completed")
+    return _line(budget, misses, [text])
+
+
+def cpu_budget(serving: dict, variant: str) -> dict:
+    budget = f"Server CPU per 1,000 tokens relayed ({variant}) at most 1.5x the minimal relay's"
+    minimal = minimal_cases(serving)
+    misses, measured = [], []
+    for streams in serving.get("levels", []):
+        case, floor = _relay_case(serving, variant, streams), minimal.get(streams)
+        if case is None or floor is None:
+            continue
+        cpu, floor_cpu = case["server_cpu_ms_per_1k_tokens"], floor["server_cpu_ms_per_1k_tokens"]
+        if not cpu or not floor_cpu:
+            continue
+        text = f"{streams}: {ms(cpu)} vs {ms(floor_cpu)} ms ({cpu / floor_cpu:.1f}x)"
+        (misses if cpu > 1.5 * floor_cpu else measured).append(text)
+    return _line(budget, misses, measured)
+
+
+def first_frame_budgets(serving: dict) -> list[dict]:
+    lines = []
+    for case in serving.get("first_frame", []):
+        budget = (
+            f"First frame at most 25 ms p50 over the model's own time to first token "
+            f"({case['variant']}, {case['database']})"
+        )
+        over = case.get("over_model_p50_ms")
+        if over is None:
+            lines.append(_line(budget, [], [], f"no turn completed: {case['errors']}"))
+            continue
+        text = f"{over:+.1f} ms over the model's {ms(case['model_first_token_p50_ms'])} ms"
+        lines.append(_line(budget, [text] if over > 25 else [], [text]))
+    return lines
+
+
+def turn_start_budgets(turn_start: dict) -> list[dict]:
+    lines = []
+    for database in turn_start.get("databases", {}):
+        cases = {c["rows"]: c for c in turn_start["cases"] if c["database"] == database}
+        largest, smallest = cases[max(cases)], cases[min(cases)]
+        budget = (
+            f"Turn start at most 10 ms p50 for a {largest['rows']:,}-row conversation and "
+            f"within 2x of a {smallest['rows']}-row one ({database})"
+        )
+        p50, rel = largest["turn_start_p50_ms"], largest["ratio_to_small"]
+        misses, measured = [], []
+        text = f"{ms(p50)} ms p50 (budget 10)"
+        (misses if p50 > 10 else measured).append(text)
+        text = f"{rel:.2f}x the {smallest['rows']}-row one (budget 2x)"
+        (misses if rel > 2 else measured).append(text)
+        lines.append(_line(budget, misses, measured))
+    return lines
+
+
+def insert_budgets(inserts: dict) -> list[dict]:
+    lines = []
+    for case in inserts.get("cases", []):
+        budget = (
+            f"Central insert path within 1.5x of a plain INSERT ({case['database']}, "
+            f"{case['writers']} writer{'s' if case['writers'] > 1 else ''})"
+        )
+        text = (
+            f"{case['ratio']:.2f}x ({case['central_rows_per_s']:,.0f} vs "
+            f"{case['plain_rows_per_s']:,.0f} rows/s)"
+        )
+        lines.append(_line(budget, [text] if case["ratio"] > 1.5 else [], [text]))
+    return lines
+
+
+def idle_budget(serving: dict) -> dict:
+    budget = "1,000 idle sockets held by one gunicorn worker, at most 100 KB each"
+    case = next((c for c in serving.get("idle_sockets", []) if c["variant"] == "gunicorn"), None)
+    if case is None:
+        return _line(budget, [], [], "gunicorn idle sockets not measured")
+    misses, measured = [], []
+    held = f"{case['sockets_open']:,} of {case['sockets_requested']:,} held"
+    (misses if case["sockets_open"] < 1000 else measured).append(held)
+    per = case.get("kb_per_socket")
+    text = f"{ms(per)} KB each"
+    (misses if per is None or per > 100 else measured).append(text)
+    return _line(budget, misses, measured)
+
+
+def budget_lines(results: dict) -> list[dict]:
+    serving = results.get("serving", {})
+    lines = []
+    if serving:
+        relay_variants = [v for v in ("gunicorn", "gunicorn-pg") if v in serving["variants"]]
+        for variant in relay_variants or ["gunicorn"]:
+            lines.append(relay_budget(serving, variant))
+            if any(c["variant"] == variant and c["format"] == "htmx" for c in serving["relay"]):
+                lines.append(relay_budget(serving, variant, "htmx"))
+            lines.append(chainlit_budget(serving, variant))
+        lines.append(dramatiq_budget(serving))
+        for variant in relay_variants or ["gunicorn"]:
+            lines.append(cpu_budget(serving, variant))
+        lines += first_frame_budgets(serving)
+    lines += turn_start_budgets(results.get("turn_start", {}))
+    lines += insert_budgets(results.get("inserts", {}))
+    if serving:
+        lines.append(idle_budget(serving))
+    return lines
+
+
+def budget_table(results: dict) -> str:
+    rows = [[line["budget"], line["status"], line["detail"]] for line in budget_lines(results)]
+    return table(["budget (issue 10)", "status", "measured"], rows, text_columns=3)
+
+
+# --- the machine ---------------------------------------------------------------------------
+
+
+def machine() -> dict:
+    cpu_model = "unknown"
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    memory = "unknown"
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:"):
+                memory = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+                break
+    os_name = platform.platform()
+    try:
+        with open("/etc/os-release") as release:
+            for line in release:
+                if line.startswith("PRETTY_NAME="):
+                    os_name = f"{line.split('=', 1)[1].strip().strip(chr(34))}, Linux {platform.release()}"
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "memory": memory,
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "os": os_name,
+        "commit": _commit(),
+    }
+
+
+def _commit() -> str:
+    try:
+        completed = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    commit = completed.stdout.strip() or "unknown"
+    return commit + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+# --- plots ---------------------------------------------------------------------------------
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_latency(serving: dict, path: Path) -> bool:
+    series = _relay_series(serving)
+    if not series:
+        return False
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    for axis, key, title in zip(axes, ("p50_ms", "p99_ms"), ("p50", "p99"), strict=True):
+        for label, cases, style in series:
+            points = [(c["streams"], c[key]) for c in cases if c.get(key) is not None]
+            if points:
+                axis.plot(*zip(*points, strict=True), style, label=label, marker="o")
+        if key == "p99_ms":
+            chainlit = sorted(CHAINLIT_P99_MS.items())
+            axis.plot(*zip(*chainlit, strict=True), ":", color="grey", label="Chainlit (issue 10)")
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xticks(serving["levels"], [str(level) for level in serving["levels"]])
+        axis.set_xlabel("concurrent streams")
+        axis.set_ylabel(f"per-token latency {title}, ms")
+        axis.set_title(f"Relay latency {title}")
+        axis.grid(True, which="both", alpha=0.3)
+    axes[1].legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return True
+
+
+def plot_cpu(serving: dict, path: Path) -> bool:
+    series = [s for s in _relay_series(serving) if s[0] != "SDK direct (no relay)"]
+    if not series:
+        return False
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for label, cases, style in series:
+        points = [
+            (c["streams"], c["server_cpu_ms_per_1k_tokens"])
+            for c in cases
+            if c.get("server_cpu_ms_per_1k_tokens")
+        ]
+        if points:
+            axis.plot(*zip(*points, strict=True), style, label=label, marker="o")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xticks(serving["levels"], [str(level) for level in serving["levels"]])
+    axis.set_xlabel("concurrent streams")
+    axis.set_ylabel("server CPU ms per 1,000 tokens relayed")
+    axis.set_title("Server CPU per 1,000 tokens")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return True
+
+
+def _relay_series(serving: dict) -> list[tuple[str, list[dict], str]]:
+    series = []
+    if serving.get("floor"):
+        series.append(("SDK direct (no relay)", serving["floor"], "--"))
+    minimal = minimal_cases(serving)
+    if minimal:
+        series.append(("minimal relay", [minimal[level] for level in sorted(minimal)], "-."))
+    keys = []
+    for case in serving.get("relay", []):
+        key = (case["variant"], case["format"])
+        if case["variant"] != MINIMAL and key not in keys:
+            keys.append(key)
+    for variant, fmt in keys:
+        cases = [c for c in serving["relay"] if (c["variant"], c["format"]) == (variant, fmt)]
+        series.append((f"{variant} ({fmt})", cases, "-"))
+    return series
+
+
+def plot_turn_start(turn_start: dict, path: Path) -> bool:
+    if not turn_start.get("cases"):
+        return False
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for database in turn_start["databases"]:
+        cases = sorted(
+            (c for c in turn_start["cases"] if c["database"] == database), key=lambda c: c["rows"]
+        )
+        rows = [c["rows"] for c in cases]
+        axis.plot(
+            rows, [c["turn_start_p50_ms"] for c in cases], "-o", label=f"{database}: turn start"
+        )
+        axis.plot(rows, [c["floor_p50_ms"] for c in cases], "--o", label=f"{database}: plain query")
+    axis.axhline(10, color="grey", linestyle=":", label="budget: 10 ms")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("rows in the conversation")
+    axis.set_ylabel("p50, ms")
+    axis.set_title("Turn start (history rebuild + prompt build) by conversation length")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return True
+
+
+# --- the document --------------------------------------------------------------------------
+
+
+ANALYSIS = Path(__file__).with_name("analysis.md")
+
+
+def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) -> str:
+    info = machine()
+    serving = results.get("serving", {})
+    started = min((r.get("started_at", "") for r in results.values()), default="")
+    out = [
+        "# Benchmarks",
+        "",
+        "Generated by `make bench` (`python -m bench`"
+        + (" --quick" if quick else "")
+        + f"); do not edit by hand. Started {started} (UTC), took {seconds / 60:.1f} minutes. "
+        "How each figure is measured: [bench/README.md](../bench/README.md).",
+        "",
+        "## Machine",
+        "",
+        bullets(
+            [
+                f"CPU: {info['cpus']} x {info['cpu_model']}",
+                f"memory: {info['memory']}",
+                f"Python: {info['python']}",
+                f"OS: {info['os']}",
+                f"commit: {info['commit']}",
+                "load average (1 min) at the start and end of each benchmark: "
+                + ", ".join(
+                    f"{name} {result['load_average_1m'][0]} -> {result['load_average_1m'][1]}"
+                    for name, result in results.items()
+                    if "load_average_1m" in result
+                )
+                + f" (on {info['cpus']} CPUs: anything above the benchmark's own processes "
+                "is other work sharing the machine, and inflates the figures)",
+            ]
+        ),
+        "",
+        "## Budget (issue 10)",
+        "",
+        budget_table(results),
+        "",
+    ]
+    if ANALYSIS.exists():
+        # Written by hand: why a line misses (measured) and what was tried.
+        out += [ANALYSIS.read_text().strip(), ""]
+    if serving:
+        out += [
+            "## Relay",
+            "",
+            f"{serving['tokens_per_stream']} stamped tokens per stream at "
+            f"{serving['tps_per_stream']:.0f} tokens/s (the model's first token after "
+            f"{serving['first_token_delay_s']} s), every stream's `POST /loop` at once, one "
+            "account per stream. Latency: from the model's write of a token to its arrival at "
+            "the socket client. CPU: every process of the server, over the streaming window. "
+            "The floors: the async SDK reading the model directly (no relay), and the minimal "
+            "relay (`bench/minimal_relay.py`) run the same way, first and again last: its "
+            "better round is the floor (a burst of other work during one round would "
+            "otherwise flatter every ratio).",
+            "",
+            floor_table(serving),
+            "",
+            relay_table(serving),
+            "",
+        ]
+        if "latency" in figures:
+            out += [f"![relay latency against concurrency]({figures['latency']})", ""]
+        if "cpu" in figures:
+            out += [f"![server CPU per 1,000 tokens]({figures['cpu']})", ""]
+        notes = relay_notes(serving) + [
+            f"{name}: {entry['label']}" for name, entry in serving["variants"].items()
+        ]
+        out += [bullets(notes + skipped_notes(serving) + log_notes(serving)), ""]
+        out += [
+            "## First frame",
+            "",
+            f"{serving['first_frame'][0]['turns'] if serving['first_frame'] else 0} turns one "
+            "after another in one chat (after warm-up), each a 3-token reply: from sending "
+            "`POST /loop` to the first text frame on the JSON socket, against the model's own "
+            "time to first token (the same request read straight from it).",
+            "",
+            first_frame_table(serving),
+            "",
+        ]
+    turn_start = results.get("turn_start")
+    if turn_start:
+        out += [
+            "## Turn start",
+            "",
+            "`HostLoop.build_request` (history rebuilt from the tail of the rows, fitted to the "
+            "token budget, system prompt, tools) against one plain SELECT of the same rows.",
+            "",
+            turn_start_table(turn_start),
+            "",
+        ]
+        if "turn_start" in figures:
+            out += [f"![turn start against conversation length]({figures['turn_start']})", ""]
+    inserts = results.get("inserts")
+    if inserts:
+        out += [
+            "## Inserts",
+            "",
+            f"{inserts['rows_per_writer']} rows per writer, all writers on one conversation, one "
+            "committed transaction per row: the central path (`insert_message`: max+1 inside "
+            "the INSERT, unique index, retry) against a plain INSERT of the same row. Ratio: "
+            "plain rows/s over central rows/s.",
+            "",
+            inserts_table(inserts),
+            "",
+        ]
+    if serving:
+        out += [
+            "## Idle sockets",
+            "",
+            "RSS of every process of the server before and after opening the sockets "
+            "(JSON format, spread over 20 chats), which then sit idle for "
+            "2 s; the difference over the sockets open.",
+            "",
+            idle_table(serving),
+            "",
+        ]
+    skipped = [
+        f"{name} on {database}: {reason}"
+        for name, result in results.items()
+        for database, reason in (result.get("skipped") or {}).items()
+    ]
+    if skipped:
+        out += ["## Skipped", "", bullets(skipped), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_report(results: dict, docs: Path, seconds: float, quick: bool) -> Path:
+    docs.mkdir(parents=True, exist_ok=True)
+    figures = {}
+    serving = results.get("serving", {})
+    if serving and plot_latency(serving, docs / FIGURES["latency"]):
+        figures["latency"] = FIGURES["latency"]
+    if serving and plot_cpu(serving, docs / FIGURES["cpu"]):
+        figures["cpu"] = FIGURES["cpu"]
+    if plot_turn_start(results.get("turn_start", {}), docs / FIGURES["turn_start"]):
+        figures["turn_start"] = FIGURES["turn_start"]
+    path = docs / "benchmarks.md"
+    path.write_text(render(results, figures, seconds, quick))
+    return path
