@@ -23,24 +23,22 @@ def _bool(value: str | None, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _int(env: dict, name: str, default: int) -> int:
+def _number(env: dict, name: str, default, kind, what: str):
     raw = env.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return int(raw)
+        return kind(raw)
     except ValueError as exc:
-        raise ValueError(f"setting {name} must be a whole number, got {raw!r}") from exc
+        raise ValueError(f"setting {name} must be {what}, got {raw!r}") from exc
+
+
+def _int(env: dict, name: str, default: int) -> int:
+    return _number(env, name, default, int, "a whole number")
 
 
 def _float(env: dict, name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise ValueError(f"setting {name} must be a number of seconds, got {raw!r}") from exc
+    return _number(env, name, default, float, "a number of seconds")
 
 
 def _weights(raw: str | None) -> dict[str, int]:

@@ -135,3 +135,25 @@ def from_wire(data: dict[str, Any]) -> Event:
     in this form). Raises KeyError or TypeError on a frame that is not an event."""
     cls = _EVENT_TYPES[data["type"]]
     return cls(**{_SNAKE.get(key, key): value for key, value in data.items() if key != "type"})
+
+
+def coalesce(events: list[Event]) -> list[Event]:
+    """Neighbouring text deltas (and agent tokens) of one run become one event."""
+    merged: list[Event] = []
+    for event in events:
+        previous = merged[-1] if merged else None
+        if (
+            isinstance(event, TextDelta)
+            and isinstance(previous, TextDelta)
+            and previous.run_id == event.run_id
+        ):
+            merged[-1] = TextDelta(event.run_id, previous.text + event.text)
+        elif (
+            isinstance(event, AgentToken)
+            and isinstance(previous, AgentToken)
+            and (previous.run_id, previous.agent) == (event.run_id, event.agent)
+        ):
+            merged[-1] = AgentToken(event.run_id, event.agent, previous.text + event.text)
+        else:
+            merged.append(event)
+    return merged

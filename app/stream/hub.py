@@ -120,15 +120,20 @@ class LocalHub:
 
     def unsubscribe(self, subscription: Subscription) -> None:
         with self._lock:
-            for index, key in (
-                (self._by_conversation, subscription.conversation_id),
-                (self._by_user, subscription.user_id),
-            ):
-                subscribers = index.get(key)
-                if subscribers is not None:
-                    subscribers.discard(subscription)
-                    if not subscribers:
-                        del index[key]
+            forget(subscription, self._by_conversation, self._by_user)
 
     def close(self) -> None:
         """Nothing to release: subscriptions end with their sockets."""
+
+
+def forget(subscription: Subscription, by_conversation: dict, by_user: dict) -> None:
+    """Take a subscription out of a hub's indexes (the caller holds the hub's lock)."""
+    for index, key in (
+        (by_conversation, subscription.conversation_id),
+        (by_user, subscription.user_id),
+    ):
+        subscribers = index.get(key)
+        if subscribers is not None:
+            subscribers.discard(subscription)
+            if not subscribers:
+                del index[key]

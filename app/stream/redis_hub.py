@@ -41,7 +41,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from app.chat import events as ev
-from app.stream.hub import QUEUE_SIZE, Subscription
+from app.stream.hub import QUEUE_SIZE, Subscription, forget
 from app.stream.live import LiveState
 
 log = logging.getLogger(__name__)
@@ -362,15 +362,7 @@ class RedisHub:
 
     def unsubscribe(self, subscription: Subscription) -> None:
         with self._lock:
-            for index, key in (
-                (self._by_conversation, subscription.conversation_id),
-                (self._by_user, subscription.user_id),
-            ):
-                subscribers = index.get(key)
-                if subscribers is not None:
-                    subscribers.discard(subscription)
-                    if not subscribers:
-                        del index[key]
+            forget(subscription, self._by_conversation, self._by_user)
             dropped = []
             for channel in getattr(subscription, "channels", ()):
                 receivers = self._receivers.get(channel)
@@ -518,20 +510,15 @@ def _drain(outbox: deque) -> list:
 
 
 def _merge_deltas(batch: list[tuple[int, ev.Event]]) -> list[tuple[int, ev.Event]]:
-    """Per conversation, in order, with neighbouring text deltas of one run as one."""
+    """Per conversation, in order, with neighbouring text deltas (and agent tokens) of one run as one."""
     by_conversation: dict[int, list[ev.Event]] = {}
     for conversation_id, event in batch:
-        events = by_conversation.setdefault(conversation_id, [])
-        previous = events[-1] if events else None
-        if (
-            isinstance(event, ev.TextDelta)
-            and isinstance(previous, ev.TextDelta)
-            and previous.run_id == event.run_id
-        ):
-            events[-1] = ev.TextDelta(event.run_id, previous.text + event.text)
-        else:
-            events.append(event)
-    return [(cid, event) for cid, events in by_conversation.items() for event in events]
+        by_conversation.setdefault(conversation_id, []).append(event)
+    return [
+        (conversation_id, event)
+        for conversation_id, events in by_conversation.items()
+        for event in ev.coalesce(events)
+    ]
 
 
 def _parse(data: bytes) -> ev.Event | None:

@@ -12,28 +12,6 @@ from app.chat import events as ev
 from app.stream.live import LiveState
 
 
-def coalesce(events: list[ev.Event]) -> list[ev.Event]:
-    """Neighbouring text deltas (and agent tokens) of one run become one event."""
-    merged: list[ev.Event] = []
-    for event in events:
-        previous = merged[-1] if merged else None
-        if (
-            isinstance(event, ev.TextDelta)
-            and isinstance(previous, ev.TextDelta)
-            and previous.run_id == event.run_id
-        ):
-            merged[-1] = ev.TextDelta(event.run_id, previous.text + event.text)
-        elif (
-            isinstance(event, ev.AgentToken)
-            and isinstance(previous, ev.AgentToken)
-            and (previous.run_id, previous.agent) == (event.run_id, event.agent)
-        ):
-            merged[-1] = ev.AgentToken(event.run_id, event.agent, previous.text + event.text)
-        else:
-            merged.append(event)
-    return merged
-
-
 class JsonFrames:
     """One JSON object per event (CONTRACT.md)."""
 
@@ -47,7 +25,7 @@ class JsonFrames:
         return self.render(self.pending)
 
     def render(self, events: list[ev.Event]) -> list[str]:
-        return [json.dumps(ev.to_wire(event), ensure_ascii=False) for event in coalesce(events)]
+        return [json.dumps(ev.to_wire(event), ensure_ascii=False) for event in ev.coalesce(events)]
 
 
 class HtmlFrames:
@@ -66,7 +44,7 @@ class HtmlFrames:
         return [self._live_area()] if self.live.run_id is not None else []
 
     def render(self, events: list[ev.Event]) -> list[str]:
-        parts = [self._event(event) for event in coalesce(events)]
+        parts = [self._event(event) for event in ev.coalesce(events)]
         html = "".join(part for part in parts if part)
         return [html] if html else []
 

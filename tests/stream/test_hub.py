@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from app.chat import events as ev
+from app.chat.events import coalesce
 from app.stream import hub as hub_module
 from app.stream.hub import LocalHub
-from app.web.frames import coalesce
 
 
 def test_each_subscriber_gets_every_event_of_its_conversation_only():
