@@ -88,6 +88,7 @@ class HostLoop:
         self.model_answers = 0
         self.billable_calls = 0
         self.approval_pending = True  # until load_state knows better
+        self.state_loaded = False
 
     def load_state(self, session) -> None:
         """What the run needs to know before its first model call, read in the claiming
@@ -133,7 +134,7 @@ class HostLoop:
         return status
 
     def _loop(self) -> str:
-        if not getattr(self, "state_loaded", False):
+        if not self.state_loaded:
             with self.services.database.session() as session:
                 self.load_state(session)
         presenting = self.settle_approved_call() if self.approval_pending else False

@@ -244,15 +244,20 @@ def outputs():
     return render_template("workspace/outputs.html", **context)
 
 
+def _own_offer(offer_id: int | None) -> Offer | None:
+    """The offer a saved item points at, when it is the caller's (else shown as none)."""
+    offer = db_session().get(Offer, offer_id) if offer_id else None
+    return offer if offer is not None and offer.user_id == current_user.id else None
+
+
 @bp.get("/outputs/<int:output_id>")
 @login_required
 def output(output_id: int):
     saved = owned_or_404(Output, output_id)
-    offer = db_session().get(Offer, saved.offer_id) if saved.offer_id else None
     return render_template(
         "workspace/output.html",
         output=saved,
-        offer=offer if offer and offer.user_id == current_user.id else None,
+        offer=_own_offer(saved.offer_id),
         agent_name=_agent_names().get(saved.agent, saved.agent),
         text=plain_text(saved.content),
         json_text=json.dumps(saved.content, indent=2, ensure_ascii=False),
@@ -304,11 +309,10 @@ def assets():
 @login_required
 def view_asset(asset_id: int):
     asset = owned_or_404(VisualAsset, asset_id)
-    offer = db_session().get(Offer, asset.offer_id) if asset.offer_id else None
     return render_template(
         "workspace/asset.html",
         asset=asset,
-        offer=offer if offer and offer.user_id == current_user.id else None,
+        offer=_own_offer(asset.offer_id),
         form=ConfirmForm(),
     )
 
