@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +27,8 @@ JsonType = JSON()
 
 
 LOCK_WAIT_SECONDS = 30.0
+# Execution option naming a transaction that only reads (see `read_transaction`).
+READ_ONLY = "loopdesk_read_only"
 
 
 def utcnow() -> datetime:
@@ -55,6 +59,10 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection):
+        if connection.get_execution_options().get(READ_ONLY):
+            # WAL readers take no lock and are never refused.
+            connection.exec_driver_sql("BEGIN")
+            return
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         pause = 0.0005
         while True:
@@ -80,6 +88,26 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(url, **kwargs)
+
+
+@contextmanager
+def read_transaction(session: Session) -> Iterator[Session]:
+    """A transaction that only reads, ended (committed) on leaving the block; objects
+    loaded in it stay usable. On SQLite it begins DEFERRED, so it neither takes nor waits
+    for the write lock: a request can authenticate, or a socket check ownership, while a
+    run is writing, and nothing holds the lock across the waits that follow (reading the
+    body, a rate-limit check, a socket handshake). Inside a transaction already open it
+    just joins it. Writing inside it on SQLite could fail without waiting; don't."""
+    if session.in_transaction():
+        yield session
+        return
+    session.connection(execution_options={READ_ONLY: True})
+    try:
+        yield session
+    except BaseException:
+        session.rollback()
+        raise
+    session.commit()
 
 
 class Database:

@@ -1,9 +1,10 @@
 """Message-row inserts per second through the central path, against a plain INSERT.
 
-Central path: `app.chat.rows.insert_message` (sequence = max+1 inside the INSERT, unique
-index + retry in a savepoint; on PostgreSQL the conversation row is locked first).
-Plain INSERT (the floor): a core `insert(Message).values(...)` of the same row, with the
-sequence taken from a per-writer block of numbers computed in Python: no max+1, no lock.
+Central path: `app.chat.rows.insert_message` (sequence = max+1 inside the INSERT, the
+row returned; on PostgreSQL the conversation row is locked first).
+Plain INSERT (the floor): one Core `INSERT INTO messages` statement, built once, run with
+the same row's values, the sequence taken from a per-writer block of numbers computed in
+Python: no max+1, no lock, nothing returned.
 
 Every writer thread appends to ONE conversation (the contended case) and commits each row
 in its own transaction. After every case the conversation's sequences must be exactly
@@ -67,17 +68,21 @@ def write_central(db: Database, conversation_id: int, writer: int, rows: int) ->
             session.commit()
 
 
+PLAIN_INSERT = insert(Message.__table__)
+
+
 def write_plain(db: Database, conversation_id: int, writer: int, rows: int) -> None:
     first = writer * rows + 1  # this writer's block of sequences: first .. first+rows-1
     with db.session() as session:
         for index in range(rows):
             session.execute(
-                insert(Message).values(
-                    conversation_id=conversation_id,
-                    sequence=first + index,
-                    created_at=utcnow(),
+                PLAIN_INSERT,
+                {
+                    "conversation_id": conversation_id,
+                    "sequence": first + index,
+                    "created_at": utcnow(),
                     **_row(writer, index),
-                )
+                },
             )
             session.commit()
 

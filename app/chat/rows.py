@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, insert, select
-from sqlalchemy.orm import Session
+from sqlalchemy import bindparam, func, insert, select
+from sqlalchemy.orm import Session, make_transient_to_detached
 
 from app.chat.budget import estimate_blocks
 from app.chat.models import Conversation, Message
@@ -14,6 +14,25 @@ from app.db import utcnow
 
 MAX_ATTEMPTS = 60
 LOCKED_WRITERS = True
+
+
+_messages = Message.__table__
+_conversations = Conversation.__table__
+# Built once: composing a statement costs more Python than running this one does.
+_LOCK_CONVERSATION = (
+    select(_conversations.c.id)
+    .where(_conversations.c.id == bindparam("conversation_id"))
+    .with_for_update()
+)
+_INSERT_NEXT = (
+    insert(_messages)
+    .values(
+        sequence=select(func.coalesce(func.max(_messages.c.sequence), 0) + 1)
+        .where(_messages.c.conversation_id == bindparam("of_conversation"))
+        .scalar_subquery()
+    )
+    .returning(_messages.c.id, _messages.c.sequence)
+)
 
 
 def insert_message(
@@ -34,31 +53,31 @@ def insert_message(
     conversation row. (A collision would still be refused by the index, never written.)
     """
     if session.get_bind().dialect.name != "sqlite":
-        session.execute(
-            select(Conversation.id).where(Conversation.id == conversation_id).with_for_update()
-        )
-    next_sequence = (
-        select(func.coalesce(func.max(Message.sequence), 0) + 1)
-        .where(Message.conversation_id == conversation_id)
-        .scalar_subquery()
-    )
+        session.execute(_LOCK_CONVERSATION, {"conversation_id": conversation_id})
     meta = dict(meta or {})
     if meta.get("blocks") and "tokens" not in meta:
         meta["tokens"] = estimate_blocks(meta["blocks"])  # cached for budgeting
-    statement = (
-        insert(Message)
-        .values(
-            conversation_id=conversation_id,
-            sequence=next_sequence,
-            role=role,
-            kind=kind,
-            content=content,
-            meta=meta,
-            created_at=utcnow(),
-        )
-        .returning(Message)
-    )
-    return session.scalars(statement).one()
+    values = {
+        "conversation_id": conversation_id,
+        "role": role,
+        "kind": kind,
+        "content": content,
+        "meta": meta,
+        "created_at": utcnow(),
+    }
+    inserted = session.execute(_INSERT_NEXT, {**values, "of_conversation": conversation_id}).one()
+    return _persistent_row(session, {**values, "id": inserted.id, "sequence": inserted.sequence})
+
+
+def _persistent_row(session: Session, values: dict[str, Any]) -> Message:
+    """The row just inserted, as if loaded by a query (no second read): created the way
+    SQLAlchemy's loader creates instances, which skips the constructor's per-attribute
+    change tracking (that alone cost as much as the INSERT)."""
+    row = Message.__mapper__.class_manager.new_instance()
+    row.__dict__.update(values)
+    make_transient_to_detached(row)
+    session.add(row)
+    return row
 
 
 def rows_after(session: Session, conversation_id: int, after: int = 0, *, include_hidden=False):

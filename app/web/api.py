@@ -122,6 +122,8 @@ def _loop_request(data: dict, max_chars: int) -> tuple[str | None, tuple[str, di
 @login_required
 @message_rate_limit
 def loop(conversation_id: int):
+    # Read the body before the first write takes SQLite's lock, never while holding it.
+    request.get_data(cache=True)
     owned_conversation(conversation_id)
     services = current_app.extensions["services"]
     message, tool_response = _loop_request(json_body(), services.settings.max_message_chars)

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import ApiToken, User, hash_token
-from app.db import Database, utcnow
+from app.db import Database, read_transaction, utcnow
 
 
 def database() -> Database:
@@ -43,15 +43,21 @@ def bearer_token() -> str | None:
 
 def user_from_bearer(raw: str) -> User | None:
     session = db_session()
-    token = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(raw)))
-    if token is None or not token.active:
+    with read_transaction(session):
+        found = session.execute(
+            select(ApiToken, User)
+            .join(User, User.id == ApiToken.user_id)
+            .where(ApiToken.token_hash == hash_token(raw))
+        ).first()
+    if found is None or not found.ApiToken.active:
         return None
+    token = found.ApiToken
     now = utcnow()
     # "Last used" is shown to the nearest minute: a script's every request need not write.
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         token.last_used_at = now
         session.commit()
-    return session.get(User, token.user_id)
+    return found.User
 
 
 def load_user_from_request(_request) -> User | None:
@@ -69,9 +75,11 @@ def load_user(user_id: str) -> User | None:
         # A request that names a token is judged by that token alone.
         return None
     try:
-        return db_session().get(User, int(user_id))
+        user_id = int(user_id)
     except ValueError:
         return None
+    with read_transaction(db_session()) as session:
+        return session.get(User, user_id)
 
 
 def wants_json() -> bool:

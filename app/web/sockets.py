@@ -13,6 +13,7 @@ from app.chat.conversations import row_dict
 from app.chat.events import RowPersisted
 from app.chat.models import Conversation
 from app.chat.rows import rows_after
+from app.db import read_transaction
 from app.extensions import sock
 from app.web.frames import HtmlFrames, JsonFrames
 from app.web.identity import db_session
@@ -51,10 +52,10 @@ def same_origin(origin: str, host: str) -> bool:
 def _owned_conversation(conversation_id: int) -> bool:
     if not current_user.is_authenticated:
         return False
-    conversation = db_session().get(Conversation, conversation_id)
-    owned = conversation is not None and conversation.user_id == current_user.id
-    db_session().close()  # a socket lives long: never hold a transaction open
-    return owned
+    with read_transaction(db_session()) as session:
+        conversation = session.get(Conversation, conversation_id)
+    db_session().close()  # a socket lives long: it holds no session
+    return conversation is not None and conversation.user_id == current_user.id
 
 
 @sock.route("/ws/chats/<int:conversation_id>", bp=bp)
@@ -83,7 +84,10 @@ def _catch_up(ws, conversation_id: int, frames, message) -> None:
     after = _hello_after(message)
     if after is None:
         return
-    with current_app.extensions["services"].database.session() as session:
+    with (
+        current_app.extensions["services"].database.session() as session,
+        read_transaction(session),
+    ):
         rows = [row_dict(row) for row in rows_after(session, conversation_id, after)]
     if rows:
         for frame in frames.render([RowPersisted(row) for row in rows]):

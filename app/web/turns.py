@@ -29,6 +29,7 @@ def start_turn(
             started = submit_tool_response(
                 session, services, conversation_id, current_user.id, tool_use_id, result
             )
+        conversation = conversation_dict(session.get(Conversation, conversation_id))
         session.commit()
     except TurnRejected as rejection:
         session.rollback()
@@ -38,8 +39,9 @@ def start_turn(
         raise ApiError(rejection.status, rejection.message, rejection.code, headers) from rejection
     for row in started.rows:
         services.hub.publish(conversation_id, RowPersisted(row_dict(row), started.run.id))
-    conversation = session.get(Conversation, conversation_id)
-    services.hub.publish_user(current_user.id, ConversationChanged(conversation_dict(conversation)))
+    services.hub.publish_user(current_user.id, ConversationChanged(conversation))
+    # No transaction is open here: handing the run over may wait (a thread starting, a
+    # queue), and SQLite's write lock must not be held meanwhile.
     current_app.extensions["executor"].submit(started.run.id)
     return started
 
