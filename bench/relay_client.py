@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 import anthropic
 import httpx2 as httpx
-from simple_websocket import AioClient
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
 
 SETUP_CONCURRENCY = 32  # chats created and sockets opened at once (werkzeug's backlog is 128)
 CONNECT_SECONDS = 30.0
@@ -167,7 +168,7 @@ READERS = {"json": read_json_frame, "htmx": read_html_frame}
 class RelayStream:
     token: str
     chat_id: int | None = None
-    socket: AioClient | None = None
+    socket: ClientConnection | None = None
     tally: Tally = field(default_factory=Tally)
 
 
@@ -213,8 +214,12 @@ class RelayClient:
     async def connect(self, stream: RelayStream) -> None:
         query = "?format=json" if self.fmt == "json" else ""
         stream.socket = await asyncio.wait_for(
-            AioClient.connect(
-                f"{self.ws_url}/ws/chats/{stream.chat_id}{query}", headers=self.headers(stream)
+            ws_connect(
+                f"{self.ws_url}/ws/chats/{stream.chat_id}{query}",
+                additional_headers=self.headers(stream),
+                compression=None,
+                ping_interval=None,  # the server pings; the client answers
+                max_size=None,
             ),
             CONNECT_SECONDS,
         )
@@ -254,18 +259,22 @@ class RelayClient:
 
     async def _read_until_done(self, stream: RelayStream, tally: Tally) -> None:
         while True:
-            data = await stream.socket.receive()  # ConnectionClosed when the server closes it
+            data = await stream.socket.recv()  # ConnectionClosed when the server closes it
             if self.read_frame(tally, data, time.time_ns()):
                 return
 
     async def close(self) -> None:
-        for stream in self.streams:
-            if stream.socket is not None:
-                with contextlib.suppress(Exception):
-                    await stream.socket.close()
-                if stream.socket.task is not None:
-                    stream.socket.task.cancel()
+        await close_all(self.streams)
         await self.http.aclose()
+
+
+async def close_all(streams: list[RelayStream]) -> None:
+    """Close every socket at once: a server notices a close only between its own waits
+    (about a second), so closing one after another would take that long per socket."""
+    sockets = [stream.socket for stream in streams if stream.socket is not None]
+    await asyncio.gather(*(socket.close() for socket in sockets), return_exceptions=True)
+    for stream in streams:
+        stream.socket = None
 
 
 async def relay_streams(
@@ -361,13 +370,7 @@ class IdleSockets:
 
     async def close_sockets(self, streams: list[RelayStream] | None = None) -> None:
         streams = self.open if streams is None else streams
-        for stream in streams:
-            if stream.socket is not None:
-                with contextlib.suppress(Exception):
-                    await stream.socket.close()
-                if stream.socket.task is not None:
-                    stream.socket.task.cancel()
-                stream.socket = None
+        await close_all(streams)
         if streams is self.open:
             self.open = []
 

@@ -88,15 +88,23 @@ class CpuWindow:
             self._sampler = threading.Thread(target=self._sample, daemon=True)
             self._sampler.start()
         self.began = time.perf_counter()
-        self.before = {name: servers.tree_cpu(pids) for name, pids in self.groups.items()}
+        self.before = {name: self._reading(name, pids) for name, pids in self.groups.items()}
 
     def end(self) -> None:
         self.seconds = time.perf_counter() - self.began
         self.used = {
-            name: servers.cpu_used(self.before[name], servers.tree_cpu(pids))
+            name: servers.cpu_used(self.before[name], self._reading(name, pids))
             for name, pids in self.groups.items()
         }
         self.close()
+
+    @staticmethod
+    def _reading(name: str, pids: list[int]) -> dict[int, float]:
+        # The client is this process, whose children are the servers and the model: its
+        # own CPU only. Every other group is a process with its descendants (workers).
+        if name == "client":
+            return {pid: servers.cpu_seconds(pid) for pid in pids}
+        return servers.tree_cpu(pids)
 
     def close(self) -> None:
         self._stop.set()

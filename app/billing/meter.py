@@ -22,6 +22,16 @@ if TYPE_CHECKING:
     from app.db import Database
 
 
+# Built once per dialect (composing it on every run cost more than running it): the
+# event, or nothing when its key was already written.
+_INSERT_IGNORING_REPEATS = {
+    module.dialect.name: module.insert(UsageEvent.__table__)
+    .on_conflict_do_nothing(index_elements=["idempotency_key"])
+    .returning(UsageEvent.__table__.c.id)
+    for module in (sqlite, postgresql)
+}
+
+
 def usage_key(conversation_id: int, turn_index: int) -> str:
     return f"{conversation_id}:chat:{turn_index}"
 
@@ -63,18 +73,11 @@ def _record(session: Session, settings: Settings, run_id: int, billable_tool_cal
         "credits": run_credits(settings, billable_tool_calls),
         "month": month_of(),
     }
-    dialect = session.get_bind().dialect.name
-    if dialect in ("sqlite", "postgresql"):
-        module = sqlite if dialect == "sqlite" else postgresql
-        statement = (
-            module.insert(UsageEvent)
-            .values(**values)
-            .on_conflict_do_nothing(index_elements=["idempotency_key"])
-            .returning(UsageEvent.id)
-        )
+    statement = _INSERT_IGNORING_REPEATS.get(session.get_bind().dialect.name)
+    if statement is not None:
         # A row comes back only when this insert wrote it (rowcount is not reliable for
         # an ORM-session insert on every driver).
-        return session.execute(statement).scalar() is not None
+        return session.execute(statement, values).scalar() is not None
     # Any other database: the unique key refuses the second insert inside a savepoint.
     try:
         with session.begin_nested():

@@ -62,10 +62,11 @@ def execute_run(services: Services, run_id: int) -> str | None:
     """Claim the run and drive it to a final status. A run already claimed or finished
     (a duplicate delivery) is left alone and None is returned."""
     with services.database.session() as session:
-        if not claim_run(session, run_id):
+        claimed = claim_run(session, run_id)
+        if claimed is None:
             return None
-        run = session.get(Run, run_id)
-        host = HostLoop(services, run.id, run.conversation_id, run.user_id)
+        conversation_id, user_id = claimed
+        host = HostLoop(services, run_id, conversation_id, user_id)
         host.load_state(session)
         session.commit()
     return host.run()
@@ -103,6 +104,7 @@ class HostLoop:
     def run(self) -> str:
         self.watch = self.services.liveness.watch(self.run_id, self.conversation_id)
         changed = None
+        done_counted = False
         try:
             status = self._loop()
         except (RunCancelled, StreamCancelled):
@@ -119,7 +121,11 @@ class HostLoop:
                 "internal", "Something went wrong while answering. Please try again."
             )
         else:
+            # The Done frame is counted now so that the finishing transaction writes the
+            # whole log (no transaction after it just for that count).
+            self.run_log.frame(ev.Done.kind)
             status, changed = self._finish(status)
+            done_counted = True
         if changed is None:
             # Failed, cancelled or ended elsewhere: metered and read on their own.
             if self.model_answers:
@@ -127,7 +133,11 @@ class HostLoop:
             changed = self.conversation_changed()
         self.services.cancellations.discard(self.run_id)
         self.services.liveness.release(self.run_id)
-        self.emit(ev.Done(self.run_id, status))
+        done = ev.Done(self.run_id, status)
+        if done_counted:
+            self.services.hub.publish(self.conversation_id, done)
+        else:
+            self.emit(done)
         self.run_log.flush()
         if changed is not None:
             self.services.hub.publish_user(self.user_id, changed)

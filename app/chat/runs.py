@@ -55,10 +55,12 @@ def start_run(session: Session, conversation: Conversation, trigger: str) -> Run
         trigger=trigger,
         turn_index=turn_index,
     )
+    # The caller checked for a run in flight under the conversation's lock, so the unique
+    # index (one active run per conversation) is a backstop: on a conflict the whole
+    # transaction is rolled back by the caller, hence no savepoint here.
+    session.add(run)
     try:
-        with session.begin_nested():
-            session.add(run)
-            session.flush()
+        session.flush()
     except IntegrityError as error:
         raise RunConflict() from error
     conversation.status = STREAMING
@@ -67,15 +69,17 @@ def start_run(session: Session, conversation: Conversation, trigger: str) -> Run
     return run
 
 
-def claim_run(session: Session, run_id: int) -> bool:
-    """queued → running, exactly once however often the job is delivered."""
+def claim_run(session: Session, run_id: int) -> tuple[int, int] | None:
+    """queued → running, exactly once however often the job is delivered: the run's
+    (conversation id, user id), or None when it was not queued."""
     now = utcnow()
-    result = session.execute(
+    claimed = session.execute(
         update(Run)
         .where(Run.id == run_id, Run.status == RUN_QUEUED)
         .values(status=RUN_RUNNING, started_at=now, heartbeat_at=now)
-    )
-    return result.rowcount == 1
+        .returning(Run.conversation_id, Run.user_id)
+    ).first()
+    return None if claimed is None else (claimed.conversation_id, claimed.user_id)
 
 
 def finish_run(session: Session, run_id: int, status: str, error: str | None = None) -> bool:

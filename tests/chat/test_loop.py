@@ -242,6 +242,32 @@ def test_one_run_per_conversation_is_enforced_by_the_database(app, chat):
             raise AssertionError("a second active run was accepted")
 
 
+def test_a_run_that_slips_past_the_check_is_refused_and_nothing_is_kept(app, chat):
+    """The database's one-active-run index is the backstop behind the locked check: a
+    second run is refused as a conflict and the caller's rollback keeps nothing of it."""
+    from app.chat.runs import RunConflict, start_run
+
+    chat_id = chat.new_chat()
+    database = app.extensions["database"]
+    with database.session() as session:
+        conversation = session.get(Conversation, chat_id)
+        session.add(Run(conversation_id=chat_id, user_id=conversation.user_id, status="running"))
+        session.commit()
+    with database.session() as session:
+        conversation = session.get(Conversation, chat_id)
+        conversation.title = "changed in the refused turn"
+        try:
+            start_run(session, conversation, "message")
+        except RunConflict:
+            session.rollback()
+        else:
+            raise AssertionError("a second active run was started")
+    with database.session() as session:
+        assert session.get(Conversation, chat_id).title != "changed in the refused turn"
+        runs = session.scalars(select(Run).where(Run.conversation_id == chat_id)).all()
+        assert [run.status for run in runs] == ["running"]
+
+
 def test_concurrent_messages_start_exactly_one_run(app, chat, fake_model):
     fake_model.script(Turn(text("only once"), delay_first=0.5))
     chat_id = chat.new_chat()
