@@ -192,11 +192,15 @@ class LivenessMonitor:
             self.cancellations.add(run_id)
 
     def beat(self, watches: list[StreamWatch]) -> None:
-        """One statement per table for every run alive here, then a keepalive each."""
+        """One statement per table for every run alive here, then a keepalive each. Each
+        statement commits on its own: a run's writes lock its conversation and then its run
+        (a row, then the run's end), others the other way round, so a heartbeat holding
+        both at once could deadlock with them on PostgreSQL."""
         run_ids = [w.run_id for w in watches]
         now = utcnow()
         with self.database.session() as session:
             session.execute(update(Run).where(Run.id.in_(run_ids)).values(heartbeat_at=now))
+            session.commit()
             session.execute(
                 update(Conversation)
                 .where(Conversation.active_run_id.in_(run_ids))

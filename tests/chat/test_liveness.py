@@ -226,3 +226,45 @@ def test_the_sweep_reclaims_dead_runs_and_leaves_live_ones(make_app, fake_model,
     assert "RowPersisted" in kinds and "Done" in kinds
     # Sweeping again finds nothing new.
     assert sweep(services.database, services.hub, services.settings.stale_seconds) == []
+
+
+def test_a_heartbeat_never_holds_a_run_and_its_conversation_at_once(app, chat, database_url):
+    """A run's own writes lock its conversation and then its run; a heartbeat that held the
+    run while waiting for the conversation would deadlock with them on PostgreSQL. So the
+    run's heartbeat lands while another transaction holds the conversation."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("row locks: SQLite has one lock for the whole database")
+    from app.chat.liveness import StreamWatch
+
+    chat_id = chat.new_chat()
+    database = app.extensions["database"]
+    with database.session() as session:
+        conversation = session.get(Conversation, chat_id)
+        run = Run(conversation_id=chat_id, user_id=conversation.user_id, status="running")
+        session.add(run)
+        session.flush()
+        conversation.active_run_id = run.id
+        session.commit()
+        run_id = run.id
+    before = utcnow()
+    holder = database.session()
+    holder.execute(select(Conversation).where(Conversation.id == chat_id).with_for_update())
+    beating = threading.Thread(
+        target=app.extensions["services"].liveness.beat,
+        args=([StreamWatch(run_id, chat_id, time.monotonic())],),
+    )
+    beating.start()
+    try:
+        deadline = time.monotonic() + 3.0
+        landed = False
+        while not landed and time.monotonic() < deadline:
+            with database.session() as reader:
+                beat_at = reader.get(Run, run_id).heartbeat_at
+                landed = beat_at is not None and beat_at >= before
+            time.sleep(0.05)
+        assert landed, "the run's heartbeat waited for the conversation's lock"
+    finally:
+        holder.rollback()
+        holder.close()
+        beating.join(5)
+    assert not beating.is_alive()
