@@ -12,10 +12,6 @@ from app.chat.budget import estimate_blocks
 from app.chat.models import Conversation, Message
 from app.db import utcnow
 
-MAX_ATTEMPTS = 60
-LOCKED_WRITERS = True
-
-
 _messages = Message.__table__
 _conversations = Conversation.__table__
 # Built once: composing a statement costs more Python than running this one does.
