@@ -21,7 +21,10 @@ def live_app(make_app, fake_model):
 
 def _new_chat(page, live_server) -> int:
     page.goto(f"{live_server.url}/")
+    before = page.url
     page.click("text=+ New chat")
+    # The page we came from may have an open socket too: wait for the new chat's page.
+    page.wait_for_url(lambda url: url != before and "/chats/" in url)
     page.wait_for_selector("body[data-socket=open]", state="attached")
     return int(page.url.rstrip("/").rsplit("/", 1)[1])
 
