@@ -7,7 +7,6 @@ process can run any step of any conversation. The loop emits events and renders 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
@@ -28,7 +27,7 @@ from app.chat.models import (
     Message,
     Run,
 )
-from app.chat.rows import insert_message
+from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_log import RunLog, elapsed_ms
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
 from app.chat.taint import held_for_approval, is_tainted, named_hosts
@@ -44,7 +43,8 @@ from app.llm.client import (
 )
 from app.services import Services
 from app.tools.context import ToolContext
-from app.tools.registry import Pause, Tool, ToolFailure, ToolResult
+from app.tools.invoke import invoke
+from app.tools.registry import Pause, Tool, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -245,13 +245,6 @@ class HostLoop:
         self, session, tool_use: dict, tool_name: str, result: ToolResult
     ) -> list[Message]:
         """The hidden result row the model reads, plus any rows shown to the person."""
-        block = {
-            "type": "tool_result",
-            "tool_use_id": tool_use["id"],
-            "content": _result_text(result.content),
-        }
-        if result.is_error:
-            block["is_error"] = True
         rows = [
             insert_message(
                 session,
@@ -264,12 +257,13 @@ class HostLoop:
             for visible in result.visible_rows
         ]
         rows.append(
-            insert_message(
+            insert_tool_result(
                 session,
                 self.conversation_id,
-                role="user",
-                kind="tool_result",
-                meta={"blocks": [block], "hidden": True, "tool": tool_name},
+                tool_use["id"],
+                tool_name,
+                result.content,
+                is_error=result.is_error,
             )
         )
         return rows
@@ -305,12 +299,12 @@ class HostLoop:
         if tool is None:
             self.record_result(tool_use, name, ToolResult(f"There is no tool named {name}.", True))
             return None
-        problem = tool.validation_error(tool_use.get("input"))
-        if problem:
-            self.record_result(tool_use, name, ToolResult(problem, is_error=True))
+        checked = tool.checked_input(tool_use.get("input"))
+        if checked.problem:
+            self.record_result(tool_use, name, ToolResult(checked.problem, True), checked.coerced)
             return None
         if self.tainted:
-            held = held_for_approval(tool, tool_use["input"], self.named_hosts)
+            held = held_for_approval(tool, checked.arguments, self.named_hosts)
             if held is not None:
                 return held
         stage = "resolving_context" if tool.category == "read" else None
@@ -318,56 +312,51 @@ class HostLoop:
             self.emit(ev.Timeline(self.run_id, stage, "started", detail=name))
         started = time.monotonic()
         with self.services.database.session() as session:
-            context = self.tool_context(session, tool_use)
-            if tool.phase == "build":
+            outcome = invoke(tool, self.tool_context(session, tool_use), checked.arguments)
+            if tool.phase == "build" and not (isinstance(outcome, ToolResult) and outcome.is_error):
                 widen_to_build(session, self.conversation_id)
-            try:
-                outcome = tool.handler(context, tool_use["input"])
-                if isinstance(outcome, Pause):
-                    session.commit()
-                    return outcome
-                result = _as_result(outcome)
-            except ToolFailure as failure:
-                session.rollback()
-                result = ToolResult(str(failure), is_error=True)
-            except (RunCancelled, StreamCancelled):
-                raise
-            except ModelError as error:
-                session.rollback()
-                result = ToolResult(
-                    f"The {name} tool could not reach the model: {error.message}", True
-                )
-            except Exception:
-                log.exception("tool %s crashed in run %s", name, self.run_id)
-                session.rollback()
-                result = ToolResult(f"The {name} tool failed unexpectedly.", is_error=True)
+            if isinstance(outcome, Pause):
+                session.commit()
+                return outcome
             # The tool's own writes and its result rows commit together.
-            rows = self.persist_tool_result(session, tool_use, name, result)
+            rows = self.persist_tool_result(session, tool_use, name, outcome)
             self._touch(session)
             session.commit()
-        self.log_tool_call(tool_use, name, tool_use["input"], result, started)
-        if tool.untrusted and not result.is_error:
+        self.log_tool_call(tool_use, name, checked.arguments, outcome, started, checked.coerced)
+        if tool.untrusted and not outcome.is_error:
             self.tainted = True
-        if tool.billable and not result.is_error:
+        if tool.billable and not outcome.is_error:
             self.billable_calls += 1
         if stage:
             self.emit(ev.Timeline(self.run_id, stage, "done", detail=name))
-        for row in rows:
-            if not row.hidden:
-                self.emit(ev.RowPersisted(row_dict(row), self.run_id))
+        self.emit_visible(rows)
         return None
 
-    def record_result(self, tool_use: dict, name: str, result: ToolResult) -> None:
+    def record_result(
+        self, tool_use: dict, name: str, result: ToolResult, coerced: tuple[str, ...] = ()
+    ) -> None:
         with self.services.database.session() as session:
             self.persist_tool_result(session, tool_use, name, result)
             session.commit()
-        self.log_tool_call(tool_use, name, tool_use.get("input"), result, time.monotonic())
+        self.log_tool_call(tool_use, name, tool_use.get("input"), result, time.monotonic(), coerced)
 
     def log_tool_call(
-        self, tool_use: dict, name: str, arguments: Any, result: ToolResult, started: float
+        self,
+        tool_use: dict,
+        name: str,
+        arguments: Any,
+        result: ToolResult,
+        started: float,
+        coerced: tuple[str, ...] = (),
     ) -> None:
         self.run_log.tool_call(
-            name, tool_use["id"], arguments, result.content, result.is_error, elapsed_ms(started)
+            name,
+            tool_use["id"],
+            arguments,
+            result.content,
+            result.is_error,
+            elapsed_ms(started),
+            coerced=coerced,
         )
 
     def ask(self, tool_use: dict, tool: Tool, held: Pause | None, assistant_row: Message) -> bool:
@@ -375,26 +364,28 @@ class HostLoop:
         A tool that cannot ask (bad input, nothing to choose from) answers the model with
         an error instead, and the loop goes on."""
         started = time.monotonic()
+        coerced: tuple[str, ...] = ()
         with self.services.database.session() as session:
-            context = self.tool_context(session, tool_use)
-            try:
-                pause = held
-                if pause is None:
-                    problem = tool.validation_error(tool_use.get("input"))
-                    if problem:
-                        raise ToolFailure(problem)
-                    pause = tool.handler(context, tool_use["input"])
-                if not isinstance(pause, Pause):
-                    raise ToolFailure(f"{tool.name} did not produce a question.")
-            except ToolFailure as failure:
-                session.rollback()
-                result = ToolResult(str(failure), True)
-                self.persist_tool_result(session, tool_use, tool.name, result)
+            outcome: ToolResult | Pause | None = held
+            if outcome is None:
+                checked = tool.checked_input(tool_use.get("input"))
+                coerced = checked.coerced
+                if checked.problem:
+                    outcome = ToolResult(checked.problem, is_error=True)
+                else:
+                    context = self.tool_context(session, tool_use)
+                    outcome = invoke(tool, context, checked.arguments)
+            if not isinstance(outcome, Pause):
+                if not outcome.is_error:
+                    outcome = ToolResult(f"{tool.name} did not produce a question.", True)
+                self.persist_tool_result(session, tool_use, tool.name, outcome)
                 session.commit()
-                self.log_tool_call(tool_use, tool.name, tool_use.get("input"), result, started)
+                self.log_tool_call(
+                    tool_use, tool.name, tool_use.get("input"), outcome, started, coerced
+                )
                 return False
             card = {
-                **pause.card,
+                **outcome.card,
                 "toolUseId": tool_use["id"],
                 "tool": tool.name,
                 "status": "awaiting",
@@ -405,14 +396,15 @@ class HostLoop:
             self._touch(session)
             session.commit()
         asked = ToolResult({"card shown": card})
-        self.log_tool_call(tool_use, tool.name, tool_use.get("input"), asked, started)
+        self.log_tool_call(tool_use, tool.name, tool_use.get("input"), asked, started, coerced)
         self.emit(ev.ToolCallCard(self.run_id, tool_use["id"], tool.name, card))
         self.emit(ev.RowPersisted(row_dict(row), self.run_id))
         return True
 
     def settle_approved_call(self) -> bool:
         """A confirmation the person approved runs now, with the exact arguments on the
-        card, exactly once; its result is what the model sees for that tool_use."""
+        card, exactly once: whatever the outcome (a failure is an error result), the card
+        is marked executed in the transaction that writes its result."""
         started = time.monotonic()
         with self.services.database.session() as session:
             row = awaiting_approval(session, self.conversation_id)
@@ -421,24 +413,30 @@ class HostLoop:
             card = row.meta["card"]
             tool = self.services.tools.get(card["tool"])
             tool_use = {"id": card["toolUseId"], "name": card["tool"]}
-            context = self.tool_context(session, tool_use)
-            try:
-                handler = tool.on_approved or tool.handler
-                result = _as_result(handler(context, card["arguments"]))
-            except ToolFailure as failure:
-                session.rollback()
-                result = ToolResult(str(failure), is_error=True)
+            if tool is None:
+                result = ToolResult(
+                    f"The approved action {card['tool']} is no longer available here, so it "
+                    "was not carried out. Tell the person.",
+                    is_error=True,
+                )
+            else:
+                context = self.tool_context(session, tool_use)
+                outcome = invoke(tool, context, card["arguments"], approved=True)
+                result = outcome if isinstance(outcome, ToolResult) else _as_result(outcome)
             row = session.get(Message, row.id)
-            row.meta = {**row.meta, "card": {**card, "executed": True}}
-            rows = self.persist_tool_result(session, tool_use, tool.name, result)
+            row.meta = {**row.meta, "card": {**row.meta["card"], "executed": True}}
+            rows = self.persist_tool_result(session, tool_use, card["tool"], result)
             session.commit()
-        self.log_tool_call(tool_use, tool.name, card["arguments"], result, started)
-        if tool.billable and not result.is_error:
+        self.log_tool_call(tool_use, card["tool"], card["arguments"], result, started)
+        if tool is not None and tool.billable and not result.is_error:
             self.billable_calls += 1
-        for visible in rows:
-            if not visible.hidden:
-                self.emit(ev.RowPersisted(row_dict(visible), self.run_id))
+        self.emit_visible(rows)
         return True
+
+    def emit_visible(self, rows: list[Message]) -> None:
+        for row in rows:
+            if not row.hidden:
+                self.emit(ev.RowPersisted(row_dict(row), self.run_id))
 
     def tool_context(self, session, tool_use: dict) -> ToolContext:
         return ToolContext(
@@ -558,12 +556,6 @@ def _as_result(value: Any) -> ToolResult:
     if isinstance(value, Pause):
         return ToolResult("This tool can only be used as a question card.", is_error=True)
     return ToolResult(value)
-
-
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content or "(no output)"
-    return json.dumps(content, ensure_ascii=False, default=str)
 
 
 def _without_tool_uses(turn: AssistantTurn) -> AssistantTurn:

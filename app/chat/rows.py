@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select
@@ -63,6 +64,39 @@ def insert_message(
     }
     inserted = session.execute(_INSERT_NEXT, {**values, "of_conversation": conversation_id}).one()
     return _persistent_row(session, {**values, "id": inserted.id, "sequence": inserted.sequence})
+
+
+def insert_tool_result(
+    session: Session,
+    conversation_id: int,
+    tool_use_id: str,
+    tool_name: str,
+    content: Any,
+    *,
+    is_error: bool = False,
+) -> Message:
+    """The hidden row that answers one tool_use: what the model reads, never rendered."""
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "content": result_text(content),
+    }
+    if is_error:
+        block["is_error"] = True
+    return insert_message(
+        session,
+        conversation_id,
+        role="user",
+        kind="tool_result",
+        meta={"blocks": [block], "hidden": True, "tool": tool_name},
+    )
+
+
+def result_text(content: Any) -> str:
+    """A tool result as the model reads it (never empty: the API refuses empty text)."""
+    if isinstance(content, str):
+        return content or "(no output)"
+    return json.dumps(content, ensure_ascii=False, default=str)
 
 
 def _persistent_row(session: Session, values: dict[str, Any]) -> Message:

@@ -190,18 +190,20 @@ class RunLog:
         output: Any,
         is_error: bool,
         duration_ms: int,
+        coerced: tuple[str, ...] = (),
     ) -> None:
-        self._add(
-            TOOL_CALL,
-            {
-                "name": name,
-                "tool_use_id": tool_use_id,
-                "input": self._field(input),
-                "output": self._field(output),
-                "is_error": bool(is_error),
-                "duration_ms": duration_ms,
-            },
-        )
+        entry = {
+            "name": name,
+            "tool_use_id": tool_use_id,
+            "input": self._field(input),
+            "output": self._field(output),
+            "is_error": bool(is_error),
+            "duration_ms": duration_ms,
+        }
+        if coerced:
+            # Quoted numbers or booleans taken as such: worth knowing when a model misbehaves.
+            entry["coerced"] = list(coerced)
+        self._add(TOOL_CALL, entry)
 
     def frame(self, kind: str) -> None:
         if self.enabled:

@@ -3,7 +3,6 @@ the run, in one transaction. Shared by the JSON API and the chat page."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,11 +13,19 @@ from app.accounts.models import User
 from app.billing.quota import quota_exceeded
 from app.chat.conversations import DEFAULT_TITLE
 from app.chat.models import ACTIVE_RUN_STATUSES, Message, Run
-from app.chat.rows import insert_message
-from app.chat.runs import RunConflict, active_run, awaiting_card, lock_conversation, start_run
+from app.chat.rows import insert_message, insert_tool_result
+from app.chat.runs import (
+    RunConflict,
+    active_run,
+    awaiting_approval,
+    awaiting_card,
+    lock_conversation,
+    start_run,
+)
 from app.config import Settings
 from app.services import Services
 from app.tools.context import ToolContext
+from app.tools.registry import ToolFailure
 from app.workspace.attachments import attachment_note
 
 # How long a person over the concurrent-run cap is asked to wait before trying again.
@@ -83,18 +90,7 @@ def _check_person_limits(session: Session, settings: Settings, user_id: int) -> 
 
 
 def _tool_result_row(session, conversation_id: int, card: dict, result: dict) -> Message:
-    block = {
-        "type": "tool_result",
-        "tool_use_id": card["toolUseId"],
-        "content": json.dumps(result, ensure_ascii=False),
-    }
-    return insert_message(
-        session,
-        conversation_id,
-        role="user",
-        kind="tool_result",
-        meta={"blocks": [block], "hidden": True, "tool": card["tool"]},
-    )
+    return insert_tool_result(session, conversation_id, card["toolUseId"], card["tool"], result)
 
 
 def _close_card(card_row: Message, status: str, answer: dict) -> None:
@@ -125,6 +121,13 @@ def submit_message(
         _tool_result_row(session, conversation.id, card_row.meta["card"], answer)
         _close_card(card_row, "dismissed", answer)
         rows.append(card_row)
+    approved_row = awaiting_approval(session, conversation.id)
+    if approved_row is not None:
+        # Approved, but its run never carried it out (stopped, or failed first): the new
+        # message closes it, so no later run does something the person has moved on from.
+        card = approved_row.meta["card"]
+        _tool_result_row(session, conversation.id, card, {"approved": True, "message": NOT_RUN})
+        approved_row.meta = {**approved_row.meta, "card": {**card, "executed": True}}
     # The model is told about files attached since the person last wrote (the visible
     # row keeps just what they typed).
     note = attachment_note(session, conversation.id, None)
@@ -179,6 +182,10 @@ def submit_tool_response(
     return _start(session, conversation, "tool_response", [card_row])
 
 
+NOT_RUN = (
+    "The person approved this action, but it was not carried out before they sent a new "
+    "message. Do not run it now unless they ask again."
+)
 DECLINED = (
     "The person declined this action, so it was not carried out. Do not retry it unless they ask."
 )
@@ -221,7 +228,10 @@ def _check_answer(
         emit=lambda _event: None,
         tool_use_id=card["toolUseId"],
     )
-    return tool.check_response(context, card, result)
+    try:
+        return tool.check_response(context, card, result)
+    except ToolFailure as failure:
+        return str(failure)
 
 
 def _title_from(text: str) -> str:

@@ -64,6 +64,8 @@ class AssistantTurn:
 @dataclass
 class StreamCallbacks:
     on_text: Callable[[str], None] | None = None
+    # A tool_use block's input as it streams (a structured answer being written).
+    on_input_json: Callable[[str], None] | None = None
     on_thinking_start: Callable[[], None] | None = None
     on_thinking_end: Callable[[], None] | None = None
     on_activity: Callable[[], None] | None = None
@@ -133,6 +135,8 @@ class _Accumulator:
                 self.callbacks.on_text(delta.text)
         elif delta.type == "input_json_delta":
             self.partial_json[index].append(delta.partial_json)
+            if self.callbacks.on_input_json and delta.partial_json:
+                self.callbacks.on_input_json(delta.partial_json)
         elif delta.type == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + delta.thinking
         elif delta.type == "signature_delta":

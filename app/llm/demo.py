@@ -13,8 +13,9 @@ messages so far) and walks the person through one real flow:
 3. the chosen offer: `ad_copy` for that offer;
 4. the saved ad copy: a short presentation of the result.
 
-A dismissed card or a failed tool gets a short apology. An agent's own call (no tools, an
-agent's system prompt) gets a schema-valid JSON object for that agent, streamed in pieces.
+A dismissed card or a failed tool gets a short apology. An agent's own call (a forced
+`submit_<agent>` tool) gets a schema-valid answer for that agent as the tool's input,
+streamed in pieces.
 """
 
 from __future__ import annotations
@@ -36,13 +37,6 @@ DEMO_MODEL_NAME = "loopdesk-demo"
 CONFIGURE_HINT = "configure ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL for a real one"
 
 # Distinctive words of each agent's prompt (prompts/agents/*.md), strongest first.
-AGENT_MARKERS: dict[str, tuple[str, ...]] = {
-    "ad-copy": ("direct-response copywriter", "paid social", "ad copy", "variants"),
-    "quiz": ("lead-generation quizzes", "lead-generation quiz", "quiz"),
-    "email-sequence": ("email sequences", "email sequence", "subject line", "preview text"),
-    "landing-page": ("landing pages", "landing page", "hero", "final call to action"),
-}
-
 AGENT_LABELS = {
     "ad-copy": "ad copy",
     "quiz": "quiz",
@@ -153,9 +147,9 @@ class DemoTransport(httpx.BaseTransport):
             else:
                 opening = {**block, "input": {}}
                 raw = json.dumps(block["input"], ensure_ascii=False)
-                deltas = [
-                    {"type": "input_json_delta", "partial_json": p} for p in _split_in(raw, 3)
-                ]
+                # A long input (an agent's answer) streams in small pieces, as a model writes.
+                pieces = _json_pieces(raw) if len(raw) > 120 else _split_in(raw, 3)
+                deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
             yield _sse(
                 "content_block_start",
                 {"type": "content_block_start", "index": index, "content_block": opening},
@@ -441,14 +435,9 @@ def respond(body: dict[str, Any]) -> Reply:
         return _say(
             "I'm the demo model, so I'll stop here: everything made so far is saved in your workspace."
         )
+    if isinstance(tool_choice, dict) and tool_choice.get("type") == "tool":
+        return _forced_answer(str(tool_choice.get("name")), system, messages)
     if not tools:
-        agent = detect_agent(system)
-        if agent is not None:
-            context = "\n\n".join(_message_text(m) for m in messages if m.get("role") == "user")
-            output = agent_output(
-                agent, _json_section(context, "Offer"), _json_section(context, "Persona")
-            )
-            return _say(json.dumps(output, ensure_ascii=False, indent=2))
         return _say(_plain_answer(system, messages))
     if not messages or messages[-1].get("role") != "user":
         return _say(_fallback())
@@ -625,21 +614,16 @@ def _plain_answer(system: str, messages: list[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def detect_agent(system: str) -> str | None:
-    """Which agent a system prompt belongs to, by its distinctive words; None if none."""
-    lowered = " ".join(system.lower().split())
-    # Agent prompts ask for a JSON object; the host prompt (which names every kind of
-    # output) does not.
-    if "json" not in lowered or lowered.startswith("you are loopdesk"):
-        return None
-    for slug, markers in AGENT_MARKERS.items():
-        if markers[0] in lowered:
-            return slug
-    scores = {
-        slug: sum(lowered.count(m) for m in markers) for slug, markers in AGENT_MARKERS.items()
-    }
-    best = max(scores, key=lambda slug: scores[slug])
-    return best if scores[best] > 0 else None
+def _forced_answer(tool_name: str, system: str, messages: list[dict[str, Any]]) -> Reply:
+    """A structured call: an agent's answer (the forced tool names the agent, as in
+    "submit_ad_copy") as that tool's input; anything else gets a plain sentence, as a
+    model that cannot do it would answer."""
+    slug = tool_name.removeprefix("submit_").replace("_", "-")
+    if slug not in AGENT_LABELS:
+        return _say(_plain_answer(system, messages))
+    context = "\n\n".join(_message_text(m) for m in messages if m.get("role") == "user")
+    output = agent_output(slug, _json_section(context, "Offer"), _json_section(context, "Persona"))
+    return Reply([_tool_use(tool_name, output)], "tool_use")
 
 
 def _cut(text: str, limit: int) -> str:

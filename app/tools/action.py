@@ -2,9 +2,10 @@
 
 Every id a tool receives is checked to be the caller's (`ctx.owned`); a tool's writes and
 its result rows commit together, so a failing tool writes nothing. The tools that ask the
-fast model for structured JSON (a cast list, an element sheet, a storyboard) validate it
-against a schema and retry once with the validation error; images go through the
-configured provider in `app.media.providers`."""
+fast model for a structured answer (a cast list, an element sheet, a storyboard) send its
+schema as a forced tool (`app.agents.outputs`); images go through the configured provider
+in `app.media.providers`. A slow tool reads, ends its transaction, does the slow work,
+then writes (see `app.tools.registry`)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
 
-from app.agents.guidelines import append_guidelines, current_rules
-from app.agents.runner import _parse as parse_output
-from app.chat.events import AgentToken, Timeline
+from app.agents.outputs import fast_structured_output, saved_output
 from app.chat.models import Conversation
-from app.llm.client import StreamCallbacks
 from app.media.providers import ImageStyle, image_provider, normalise_colours
 from app.memory.store import MemoryRefused, reconcile
 from app.tools.context import ToolContext
@@ -31,14 +29,12 @@ from app.workspace.models import (
     Character,
     ImagePreset,
     Offer,
-    Output,
     Persona,
     VisualAsset,
 )
 
 REGISTRY = ToolRegistry()
 
-FAST_MAX_TOKENS = 4096
 MAX_BRIEFING_CHARS = 20_000
 LONGEST_SIDE = 1024
 DEFAULT_CAST = 3
@@ -111,51 +107,6 @@ def _section(title: str, data: Any) -> str:
     return f"## {title}\n{body}"
 
 
-# --- structured output from the fast model ---------------------------------------------
-
-
-def fast_structured_output(
-    ctx: ToolContext,
-    name: str,
-    system: str,
-    user_message: str,
-    schema: dict[str, Any],
-    max_tokens: int = FAST_MAX_TOKENS,
-) -> dict[str, Any]:
-    """The fast model's JSON answer, checked against `schema`; one retry that names the
-    problem, then a ToolFailure. Tokens go to the timeline, never to the chat body."""
-    ctx.emit(Timeline(ctx.run_id, "writing", "started", agent=name))
-    callbacks = StreamCallbacks(on_text=lambda text: ctx.emit(AgentToken(ctx.run_id, name, text)))
-    # The shared guidelines as an admin left them, like the agents get them.
-    system_prompt = append_guidelines(system, current_rules(ctx.session))
-    messages: list[dict[str, Any]] = [{"role": "user", "content": user_message}]
-    problem = None
-    try:
-        for _attempt in range(2):
-            turn = ctx.services.model.stream_turn(
-                {
-                    "model": ctx.settings.fast_model,
-                    "max_tokens": max_tokens,
-                    "system": system_prompt,
-                    "messages": messages,
-                },
-                callbacks,
-            )
-            output, problem = parse_output(turn.text, schema)
-            if output is not None:
-                return output
-            messages = messages + [
-                {"role": "assistant", "content": turn.text.strip() or "(empty)"},
-                {
-                    "role": "user",
-                    "content": f"{problem} Answer again with the corrected JSON object only.",
-                },
-            ]
-    finally:
-        ctx.emit(Timeline(ctx.run_id, "writing", "done", agent=name))
-    raise ToolFailure(f"The {name.lower()} could not be produced: {problem}")
-
-
 def _short_text(max_length: int, min_length: int = 1) -> dict[str, Any]:
     return {"type": "string", "minLength": min_length, "maxLength": max_length}
 
@@ -171,37 +122,6 @@ def _named_items(key: str, max_items: int, min_items: int = 0) -> dict[str, Any]
             "required": [key, "description"],
         },
     }
-
-
-def _saved_output(
-    ctx: ToolContext, slug: str, name: str, output: dict[str, Any], offer: Offer | None
-) -> ToolResult:
-    """Save a structured result as an Output and show it in the chat like an agent's."""
-    title = str(output.get("title") or name)[:200]
-    saved = Output(
-        user_id=ctx.user_id,
-        offer_id=offer.id if offer else None,
-        conversation_id=ctx.conversation_id,
-        agent=slug,
-        title=title,
-        content=output,
-    )
-    ctx.session.add(saved)
-    ctx.session.flush()
-    agent_output = {
-        "outputId": saved.id,
-        "agent": slug,
-        "agentName": name,
-        "title": title,
-        "offerId": saved.offer_id,
-        "content": output,
-    }
-    return ToolResult(
-        content={"output_id": saved.id, "agent": slug, "title": title, "output": output},
-        visible_rows=[
-            {"kind": "agent_output", "content": "", "meta": {"agentOutput": agent_output}}
-        ],
-    )
 
 
 # --- characters ------------------------------------------------------------------------
@@ -526,7 +446,7 @@ def generate_element_sheet(ctx: ToolContext, args: dict) -> ToolResult:
     )
     if character is not None:
         output["character_id"] = character.id
-    return _saved_output(ctx, "element-sheet", "Element sheet", output, offer)
+    return saved_output(ctx, "element-sheet", "Element sheet", output, offer)
 
 
 def storyboard_schema(scenes: int | None) -> dict[str, Any]:
@@ -625,7 +545,7 @@ def create_storyboard(ctx: ToolContext, args: dict) -> ToolResult:
     output = fast_structured_output(
         ctx, "Storyboard", STORYBOARD_SYSTEM, "\n\n".join(parts), storyboard_schema(scenes)
     )
-    return _saved_output(ctx, "storyboard", "Storyboard", output, offer)
+    return saved_output(ctx, "storyboard", "Storyboard", output, offer)
 
 
 # --- campaigns -------------------------------------------------------------------------
@@ -737,6 +657,8 @@ def make_image(
         colors=brand,
         title=title,
     )
+    # Reads are done: no transaction stays open while the provider works.
+    ctx.end_reads()
     image = provider.generate(prompt, width, height, style)
     colours = list(brand or (FALLBACK_COLOURS if image.draft else ()))
     asset = VisualAsset(

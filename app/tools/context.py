@@ -32,6 +32,15 @@ class ToolContext:
     def settings(self) -> Settings:
         return self.services.settings
 
+    def end_reads(self) -> None:
+        """End the transaction before slow work (a model call, an outbound request): on
+        SQLite even a read holds the database's write lock, elsewhere a connection. Call
+        it after the tool's reads and before its first write; the writes then go in a new
+        transaction, committed with the tool's result."""
+        if self.session.new or self.session.dirty or self.session.deleted:
+            raise RuntimeError("end_reads() after a write would commit it before the slow work")
+        self.session.commit()
+
     def owned(self, model: type[T], object_id: Any, label: str) -> T:
         """The caller's object with that id, or a not-found failure (never someone else's)."""
         if isinstance(object_id, bool) or not isinstance(object_id, int):

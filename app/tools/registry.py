@@ -1,8 +1,18 @@
-"""A tool is declared once; what the model sees, gating and billing derive from that."""
+"""A tool is declared once; what the model sees, gating and billing derive from that.
+
+The transaction contract, kept by every tool and everything a tool calls: no database
+transaction is open across a model call or an outbound HTTP call (agents, the fast-model
+actions, memory reconcile, image providers, fetching a page, onboarding research). On
+SQLite even a read holds the database's single write lock, so one slow call would stop
+every other writer. A slow tool reads, ends its transaction (`ToolContext.end_reads`),
+does the slow work, then writes in a new transaction, which the loop commits together
+with the tool's result rows (`app.tools.invoke` rolls it back on failure).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -79,6 +89,14 @@ class Tool:
             "input_schema": self.input_schema,
         }
 
+    def checked_input(self, arguments: Any) -> CheckedInput:
+        """The arguments with quoted scalars coerced where the schema wants a number or a
+        boolean (models send "12" for 12), then checked strictly."""
+        coerced: list[str] = []
+        if isinstance(arguments, dict):
+            arguments = coerce_scalars(self.input_schema, arguments, "", coerced)
+        return CheckedInput(arguments, self.validation_error(arguments), tuple(coerced))
+
     def validation_error(self, arguments: Any) -> str | None:
         if not isinstance(arguments, dict):
             return "Tool input must be a JSON object."
@@ -88,6 +106,62 @@ class Tool:
         first = errors[0]
         where = "/".join(str(p) for p in first.absolute_path) or "input"
         return f"Invalid input for {self.name} at {where}: {first.message}"
+
+
+@dataclass(frozen=True)
+class CheckedInput:
+    arguments: Any
+    problem: str | None
+    coerced: tuple[str, ...] = ()  # the paths whose quoted value was taken as a number
+
+
+INTEGER = re.compile(r"^\s*[-+]?\d+\s*$")
+NUMBER = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
+BOOLEANS = {"true": True, "false": False}
+
+
+def _types(schema: dict[str, Any]) -> set[str]:
+    declared = schema.get("type")
+    return set(declared) if isinstance(declared, list) else {declared} if declared else set()
+
+
+def _coerce_scalar(types: set[str], value: Any) -> Any:
+    """Lax mode, as pydantic's: "12" or 12.0 for an integer, "1.5" for a number,
+    "true"/"false" for a boolean. Anything else is left for the strict check to refuse."""
+    if "string" in types or isinstance(value, bool):
+        return value
+    if "integer" in types:
+        if isinstance(value, str) and INTEGER.match(value):
+            return int(value)
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    if "number" in types and isinstance(value, str) and NUMBER.match(value):
+        number = float(value)
+        return int(number) if number.is_integer() and "." not in value else number
+    if "boolean" in types and isinstance(value, str) and value.strip().lower() in BOOLEANS:
+        return BOOLEANS[value.strip().lower()]
+    return value
+
+
+def coerce_scalars(schema: dict[str, Any], value: Any, path: str, coerced: list[str]) -> Any:
+    """A copy of `value` with scalars coerced where `schema` asks for a number or a
+    boolean; `coerced` collects the paths that changed."""
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        return {
+            key: coerce_scalars(properties.get(key) or {}, item, f"{path}/{key}", coerced)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        items = schema.get("items") or {}
+        return [
+            coerce_scalars(items, item, f"{path}/{index}", coerced)
+            for index, item in enumerate(value)
+        ]
+    result = _coerce_scalar(_types(schema), value)
+    if result is not value:
+        coerced.append(path.lstrip("/") or "input")
+    return result
 
 
 @lru_cache(maxsize=512)

@@ -10,6 +10,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from app.agents.catalog import load_agents
+from app.agents.outputs import answer_tool_name
 from app.chat.events import AgentToken, TextDelta
 from app.llm.demo import agent_output
 from app.workspace.models import Offer, Output
@@ -44,11 +45,12 @@ def _offer(app, user_id, name="Calm Mornings"):
 @pytest.mark.parametrize("slug", sorted(AGENTS))
 def test_each_agent_runs_streams_and_saves_a_valid_output(app, chat, fake_model, slug):
     agent = AGENTS[slug]
+    agent_tool = answer_tool_name(agent.name)
     offer_id = _offer(app, chat.user_id)
     output = agent_output(slug, {"name": "Calm Mornings", "description": "Coaching"})
     fake_model.script(
         Turn(tool_use(agent.tool_name, {"instructions": "Write it", "offer_id": offer_id})),
-        Turn(text(json.dumps(output, indent=1)), token_delay=0.001),
+        Turn(tool_use(agent_tool, output), token_delay=0.001),
         Turn(text("Done.")),
     )
     chat_id = chat.new_chat()
@@ -68,20 +70,54 @@ def test_each_agent_runs_streams_and_saves_a_valid_output(app, chat, fake_model,
         assert list(Draft202012Validator(agent.output_schema).iter_errors(saved.content)) == []
 
 
-def test_a_malformed_answer_is_retried_once_then_reported(app, chat, fake_model):
+GUESSED_VARIANT = {"hook": "Mornings back", "body": "Coaching for founders.", "cta": "Book"}
+
+
+def test_every_schema_error_goes_back_at_once_and_one_retry_fixes_them(app, chat, fake_model):
+    """A guess with three wrong fields in two variants: one retry, told all of it."""
+    good = agent_output("ad-copy", {"name": "Calm Mornings"})
     fake_model.script(
         Turn(tool_use("ad_copy", {"instructions": "Ads"})),
-        Turn(text('{"title": "Ads", "variants": "not a list"}')),
+        Turn(tool_use("submit_ad_copy", {"title": "Ads", "variants": [GUESSED_VARIANT] * 2})),
+        Turn(tool_use("submit_ad_copy", good)),
+        Turn(text("Here are your ads.")),
+    )
+    chat_id = chat.new_chat()
+    assert chat.wait(chat.send(chat_id, "Ads please"))["status"] == "completed"
+
+    first = fake_model.requests[1]
+    assert first["tool_choice"] == {"type": "tool", "name": "submit_ad_copy"}
+    assert first["tools"][0]["input_schema"] == AGENTS["ad-copy"].output_schema
+    assert "thinking" not in first
+    told = fake_model.requests[2]["messages"][-1]["content"][0]
+    assert told["type"] == "tool_result" and told["is_error"] is True
+    for where in ("variants/0", "variants/1"):
+        for field in ("primary_text", "headline", "call_to_action"):
+            assert f"at {where}: '{field}' is a required property" in told["content"]
+    assert len(fake_model.requests) == 4, "one retry, then the host presented it"
+    row = next(r for r in chat.rows(chat_id) if r["kind"] == "agent_output")
+    assert row["agentOutput"]["content"] == good
+
+
+def test_a_model_that_never_complies_ends_with_a_failure_the_host_explains(app, chat, fake_model):
+    wrong = Turn(tool_use("submit_ad_copy", {"title": "Ads", "variants": "not a list"}))
+    fake_model.script(
+        Turn(tool_use("ad_copy", {"instructions": "Ads"})),
+        wrong,
+        wrong,
         Turn(text("Sorry, here it is: not json at all")),
-        Turn(text("The ad copy writer failed; shall I try again?")),
+        Turn(text("The ad copy writer could not produce valid variants; shall I try again?")),
     )
     chat_id = chat.new_chat()
     chat.wait(chat.send(chat_id, "Ads please"))
-    retry = fake_model.requests[2]["messages"]
-    assert "does not match the schema" in retry[-1]["content"]
-    result = fake_model.requests[3]["messages"][-1]["content"][0]
-    assert result["is_error"] is True and "did not produce a valid result" in result["content"]
+
+    assert len(fake_model.requests) == 5, "the first answer and two retries, then the host"
+    result = fake_model.requests[4]["messages"][-1]["content"][0]
+    assert result["is_error"] is True
+    assert "did not produce a valid result" in result["content"]
+    assert "not valid JSON" in result["content"], "the last problem is named"
     assert all(r["kind"] != "agent_output" for r in chat.rows(chat_id))
+    assert chat.rows(chat_id)[-1]["content"].startswith("The ad copy writer could not")
 
 
 def test_take_the_quiz_from_another_offer_and_adapt_it(app, chat, fake_model):
@@ -113,7 +149,7 @@ def test_take_the_quiz_from_another_offer_and_adapt_it(app, chat, fake_model):
                 },
             )
         ),
-        Turn(text(json.dumps(adapted))),
+        Turn(tool_use("submit_quiz", adapted)),
         Turn(text("Adapted.")),
     )
     chat_id = chat.new_chat()

@@ -120,7 +120,7 @@ def test_answering_the_card_resumes_runs_an_agent_and_answers(app, chat, fake_mo
         assert saved.offer_id == offer_id and saved.conversation_id == chat_id
     # Every request the fake received was valid, and the history was rebuilt each time.
     assert fake_model.rejections == []
-    host_calls = [r for r in fake_model.requests if r.get("tools")]
+    host_calls = [r for r in fake_model.requests if r["tool_choice"]["type"] == "auto"]
     resumed = host_calls[2]["messages"]
     assert resumed[-1]["content"][0] == {
         "type": "tool_result",
@@ -128,7 +128,7 @@ def test_answering_the_card_resumes_runs_an_agent_and_answers(app, chat, fake_mo
         "content": json.dumps({"offer_id": offer_id}),
     }
     agent_call = fake_model.requests[3]
-    assert "tools" not in agent_call
+    assert agent_call["tool_choice"] == {"type": "tool", "name": "submit_quiz"}
     assert "Calm Mornings" in agent_call["messages"][0]["content"]
     # The agent output row carries no blocks: the model sees the output once, in the
     # hidden tool result.

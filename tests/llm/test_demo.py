@@ -14,7 +14,8 @@ from app.agents.catalog import load_agents
 from app.agents.runner import agent_system_prompt
 from app.config import load_settings
 from app.llm.client import ModelClient, StreamCallbacks
-from app.llm.demo import DEFAULT_DELAY, DemoTransport, detect_agent
+from app.agents.outputs import answer_tool_name
+from app.llm.demo import DEFAULT_DELAY, DemoTransport
 
 # Not the default host model: the SDK warns that claude-sonnet-4-5 is deprecated.
 MODEL = "claude-haiku-4-5"
@@ -401,6 +402,22 @@ def _agent_message(offer: dict) -> str:
 AGENTS = load_agents()
 
 
+def _forced(agent) -> dict:
+    """What a structured agent call adds: its output schema as the one forced tool."""
+    name = answer_tool_name(agent.name)
+    return {
+        "tools": [
+            {"name": name, "description": "The answer.", "input_schema": agent.output_schema}
+        ],
+        "tool_choice": {"type": "tool", "name": name},
+    }
+
+
+def _answer(turn) -> dict:
+    assert turn.stop_reason == "tool_use" and len(turn.tool_uses) == 1
+    return turn.tool_uses[0]["input"]
+
+
 @pytest.mark.parametrize("slug", ["quiz", "ad-copy", "email-sequence", "landing-page"])
 def test_agent_call_streams_schema_valid_json(model, slug):
     agent = AGENTS.agents[slug]
@@ -419,16 +436,16 @@ def test_agent_call_streams_schema_valid_json(model, slug):
             "max_tokens": agent.max_tokens,
             "system": agent_system_prompt(agent),
             "messages": [{"role": "user", "content": _agent_message(offer)}],
+            **_forced(agent),
         },
-        StreamCallbacks(on_text=texts.append),
+        StreamCallbacks(on_input_json=texts.append),
     )
-    assert turn.stop_reason == "end_turn"
-    assert len(texts) > 5
-    output = json.loads(turn.text)
+    output = _answer(turn)
+    assert len(texts) > 5, "the answer streams in pieces (the timeline shows it being written)"
     errors = list(Draft202012Validator(agent.output_schema).iter_errors(output))
     assert errors == []
     assert "Calm Mornings Coaching" in output["title"]
-    assert "\u2014" not in turn.text  # the shared guidelines forbid em dashes
+    assert "\u2014" not in "".join(texts)  # the shared guidelines forbid em dashes
 
 
 def test_agent_output_with_a_long_offer_name_stays_valid(model):
@@ -440,9 +457,10 @@ def test_agent_output_with_a_long_offer_name_stays_valid(model):
             "max_tokens": 100,
             "system": [{"type": "text", "text": agent_system_prompt(agent)}],
             "messages": [{"role": "user", "content": _agent_message(offer)}],
+            **_forced(agent),
         }
     )
-    assert list(Draft202012Validator(agent.output_schema).iter_errors(json.loads(turn.text))) == []
+    assert list(Draft202012Validator(agent.output_schema).iter_errors(_answer(turn))) == []
 
 
 def test_agent_retry_turn_still_answers_json(model):
@@ -458,16 +476,26 @@ def test_agent_retry_turn_still_answers_json(model):
             "max_tokens": 100,
             "system": agent_system_prompt(agent),
             "messages": messages,
+            **_forced(agent),
         }
     )
-    output = json.loads(turn.text)
+    output = _answer(turn)
     assert "Ledgerly Bookkeeping" in output["title"]
     assert list(Draft202012Validator(agent.output_schema).iter_errors(output)) == []
 
 
-def test_detect_agent_by_prompt():
-    for slug, agent in AGENTS.agents.items():
-        assert detect_agent(agent_system_prompt(agent)) == slug
-    # The host prompt names every kind of output but asks for no JSON object.
-    assert detect_agent(HOST_SYSTEM + " quizzes, ad copy, email sequences, landing pages") is None
-    assert detect_agent("") is None
+def test_a_forced_tool_the_demo_does_not_know_gets_a_plain_sentence(model):
+    """The demo recognises agents by the forced tool's name alone (never by words in a
+    prompt file): anything else is answered as a model that cannot do it would."""
+    schema = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
+    turn = model.stream_turn(
+        {
+            "model": MODEL,
+            "max_tokens": 100,
+            "system": "Some other structured call. Answer in JSON.",
+            "messages": [{"role": "user", "content": "Go"}],
+            "tools": [{"name": "submit_unknown", "input_schema": schema}],
+            "tool_choice": {"type": "tool", "name": "submit_unknown"},
+        }
+    )
+    assert turn.tool_uses == [] and turn.text.strip()

@@ -242,5 +242,5 @@ def test_agents_see_the_persons_instructions(app, client, auth, ada, fake_model)
     )
     driver = ChatDriver(app, client, auth)
     driver.wait(driver.send(driver.new_chat(), "Quiz please"))
-    agent_call = next(r for r in fake_model.requests if "tools" not in r)
+    agent_call = next(r for r in fake_model.requests if r["tool_choice"]["type"] == "tool")
     assert "Never promise discounts." in agent_call["messages"][0]["content"]

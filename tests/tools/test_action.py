@@ -480,7 +480,9 @@ def test_element_sheet_for_an_offer_is_saved_and_shown(ws, fake_model):
     }
     request = fake_model.requests[-1]
     assert request["model"] == ws.services.settings.fast_model
-    assert "tools" not in request
+    # The answer's shape travels in the request: the schema is the forced tool's input.
+    assert request["tool_choice"] == {"type": "tool", "name": "submit_element_sheet"}
+    assert request["tools"][0]["input_schema"] == action.ELEMENT_SHEET_SCHEMA
     asked = request["messages"][0]["content"]
     assert "Ada Coaching" in asked and "Spring campaign" in asked
     assert SECRET not in json.dumps(request)
@@ -517,11 +519,11 @@ def test_a_malformed_answer_is_retried_once_with_the_problem(ws, fake_model):
 def test_two_malformed_answers_fail_and_save_nothing(ws, fake_model):
     broken = element_sheet()
     del broken["palette"]
-    fake_model.script("not json at all", json.dumps(broken))
+    fake_model.script("not json at all", json.dumps(broken), json.dumps(broken))
     message = fails(ws, "generate_element_sheet", {"offer_id": ws.ids["offer"]})
     assert message.startswith("The element sheet could not be produced")
     assert "palette" in message
-    assert len(fake_model.requests) == 2
+    assert len(fake_model.requests) == 3, "two retries at most"
 
 
 def test_element_sheet_needs_an_id_of_the_callers(ws, fake_model):

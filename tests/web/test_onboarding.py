@@ -197,7 +197,8 @@ def test_starters_are_written_by_the_fast_model(app, client, fake_model):
     prompt = request["messages"][0]["content"]
     assert "Their role: Founder" in prompt and "Their company: Acme Roasters" in prompt
     assert "website" not in prompt.lower()
-    assert '"starters"' in request["system"]
+    assert request["tool_choice"] == {"type": "tool", "name": "submit_starters"}
+    assert request["tools"][0]["input_schema"]["required"] == ["starters"]
 
     html = client.get("/").get_data(as_text=True)
     assert 'id="starters"' in html and "every 2s" not in html

@@ -1,0 +1,46 @@
+"""One way to run a tool: every failure becomes an `is_error` result the model reads, so
+a tool never crashes a run. Normal calls, card questions and approved calls all use it."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from app.llm.client import ModelError, StreamAborted, StreamCancelled
+from app.tools.context import ToolContext
+from app.tools.registry import Pause, Tool, ToolFailure, ToolResult
+
+log = logging.getLogger(__name__)
+
+
+def invoke(
+    tool: Tool, context: ToolContext, arguments: dict[str, Any], *, approved: bool = False
+) -> ToolResult | Pause:
+    """The handler's result (or its card); on any failure the tool's writes are rolled
+    back and the model is told what went wrong. `approved`: the person allowed a held
+    call, so its approved handler runs with the card's arguments."""
+    handler = (tool.on_approved or tool.handler) if approved else tool.handler
+    try:
+        outcome = handler(context, arguments)
+    except (StreamCancelled, StreamAborted):
+        raise  # the run is ending: not the tool's failure
+    except ToolFailure as failure:
+        context.session.rollback()
+        return ToolResult(str(failure), is_error=True)
+    except ModelError as error:
+        context.session.rollback()
+        log.warning("tool %s: model error %s: %s", tool.name, error.code, error.message)
+        return ToolResult(f"The {tool.name} tool could not reach the model: {error.message}", True)
+    except Exception:
+        reference = uuid.uuid4().hex[:8]
+        log.exception(
+            "tool %s failed in run %s (reference %s)", tool.name, context.run_id, reference
+        )
+        context.session.rollback()
+        return ToolResult(
+            f"The {tool.name} tool failed unexpectedly (reference {reference}).", is_error=True
+        )
+    if isinstance(outcome, Pause | ToolResult):
+        return outcome
+    return ToolResult(outcome)
