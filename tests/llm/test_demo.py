@@ -11,10 +11,10 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from app.agents.catalog import load_agents
+from app.agents.outputs import answer_tool_name
 from app.agents.runner import agent_system_prompt
 from app.config import load_settings
 from app.llm.client import ModelClient, StreamCallbacks
-from app.agents.outputs import answer_tool_name
 from app.llm.demo import DEFAULT_DELAY, DemoTransport
 
 # Not the default host model: the SDK warns that claude-sonnet-4-5 is deprecated.
