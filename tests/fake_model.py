@@ -14,6 +14,10 @@ API, and answered from a script of turns::
     )
     client = anthropic.Anthropic(api_key="test", base_url=server.base_url)
 
+``FakeModelServer(strict=True)`` (or ``server.strict = True``) answers forced tool calls and
+requests for JSON itself, as a model that knows only what the request says would: a
+:func:`schema_instance` of the tool's ``input_schema``, or a prose-wrapped guess.
+
 Load it as a pytest plugin (``pytest_plugins = ["tests.fake_model"]``) for the
 ``fake_model`` fixture.
 """
@@ -755,7 +759,7 @@ def _check_tool_results_preceded(
 
 
 # --------------------------------------------------------------------------------------
-# Schema instances (what a model that is given only a tool schema fills in)
+# Strict mode: schema instances and plausible guesses
 # --------------------------------------------------------------------------------------
 
 _INF = math.inf
@@ -1344,6 +1348,43 @@ def schema_instance(schema: dict[str, Any], *, hint: str = "") -> Any:
     return instance
 
 
+_GUESS_KEY_RE = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\"")
+_JSON_WORD_RE = re.compile(r"\bjson\b", re.IGNORECASE)
+
+
+def _plain_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "\n".join(parts)
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return _plain_text(message.get("content"))
+    return ""
+
+
+def _guess_keys(text_: str) -> list[str]:
+    keys = [a or b for a, b in _GUESS_KEY_RE.findall(text_)]
+    return [k for k in dict.fromkeys(keys) if k.lower() != "json"]
+
+
+def _guess_reply(body: dict[str, Any]) -> str:
+    """What a model writes when a JSON shape is only described in prose: a guess."""
+    keys = _guess_keys(_plain_text(body.get("system"))) or _guess_keys(_last_user_text(body))
+    guess = {key: f"Sample {_words(key)}" for key in keys or ["answer"]}
+    return (
+        "Sure! Here it is:\n\n```json\n"
+        + json.dumps(guess, indent=2, ensure_ascii=False)
+        + "\n```\nTell me if you want changes."
+    )
+
+
 # --------------------------------------------------------------------------------------
 # Recording
 # --------------------------------------------------------------------------------------
@@ -1521,7 +1562,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_json(200, {"input_tokens": input_tokens}, base_headers)
             return
 
-        entry = fake._next_entry(body)
+        entry = fake._answer(body)
         record.reply = entry
         if isinstance(entry, ApiError):
             self._send_error(
@@ -1717,10 +1758,23 @@ class FakeModelServer:
     ``issued_signatures``; ``context_window``; ``responder`` (``callable(body) -> Turn |
     ApiError`` used when the script is empty).
 
+    ``strict`` (settable; ``FakeModelServer(strict=True)``) answers, like a model that knows
+    only what the request says and without consuming the script: a forced tool call
+    (``tool_choice`` ``{"type": "tool", "name": N}``, or ``{"type": "any"}``: the first
+    tool) with one ``tool_use`` whose input is :func:`schema_instance` of that tool's
+    ``input_schema``; a request without tools that asks for JSON (the word, in the system
+    prompt or the last user message) with prose around a fenced guess whose keys are the
+    identifiers in backticks or double quotes of the system prompt (else of the user
+    message).  Everything else takes the script.  ``strict_answers`` lists what strict mode
+    answered: the tool name, or ``"guess"``, per request.
     """
 
-    def __init__(self, *, context_window: int = DEFAULT_CONTEXT_WINDOW) -> None:
+    def __init__(
+        self, *, context_window: int = DEFAULT_CONTEXT_WINDOW, strict: bool = False
+    ) -> None:
         self.context_window = context_window
+        self.strict = strict
+        self.strict_answers: list[str] = []
         self.responder: Callable[[dict[str, Any]], ScriptEntry] | None = None
         self.requests: list[RecordedRequest] = []
         self.rejections: list[Rejection] = []
@@ -1848,6 +1902,15 @@ class FakeModelServer:
         with self._lock:
             return set(self.issued_signatures)
 
+    def _answer(self, body: dict[str, Any]) -> ScriptEntry:
+        if self.strict:
+            found = _strict_entry(body)
+            if found is not None:
+                entry, label = found
+                self._append(self.strict_answers, label)
+                return entry
+        return self._next_entry(body)
+
     def _next_entry(self, body: dict[str, Any]) -> ScriptEntry:
         with self._lock:
             entry = self._queue.popleft() if self._queue else None
@@ -1865,6 +1928,32 @@ class FakeModelServer:
                 return api_error(500, "api_error", f"responder returned {entry!r}")
             return entry
         return Turn(text(NO_REPLY_TEXT))
+
+
+def _strict_entry(body: dict[str, Any]) -> tuple[ScriptEntry, str] | None:
+    """Strict mode's own answer to a validated request and its label, or None (the script)."""
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    choice = body.get("tool_choice")
+    choice = choice if isinstance(choice, dict) else {}
+    kind = choice.get("type")
+    if tools and kind in ("tool", "any"):
+        if kind == "tool":
+            tool = next(t for t in tools if t.get("name") == choice.get("name"))
+        else:
+            tool = next((t for t in tools if "input_schema" in t), tools[0])
+        name = tool["name"]
+        try:
+            instance = schema_instance(tool.get("input_schema") or {"type": "object"}, hint=name)
+        except ValueError as exc:
+            message = f"fake model (strict) cannot fill the input_schema of {name}: {exc}"
+            return api_error(500, "api_error", message), name
+        return Turn(tool_use(name, instance)), name
+    if not tools and any(
+        _JSON_WORD_RE.search(part)
+        for part in (_plain_text(body.get("system")), _last_user_text(body))
+    ):
+        return Turn(text(_guess_reply(body))), "guess"
+    return None
 
 
 @pytest.fixture

@@ -895,3 +895,169 @@ def test_schema_instance_refs_recursion_and_maps():
 def test_schema_instance_raises_when_it_cannot(schema: dict[str, Any], message: str):
     with pytest.raises(ValueError, match=message):
         schema_instance(schema)
+
+
+# --------------------------------------------------------------------------------------
+# strict mode
+# --------------------------------------------------------------------------------------
+
+SHEET_TOOLS = [
+    *TOOLS,
+    {"name": "write_sheet", "description": "Write the sheet.", "input_schema": SHEET_SCHEMA},
+]
+FORCE_SHEET = {"type": "tool", "name": "write_sheet"}
+GUESS_SYSTEM = (
+    "You write ad copy. Output a JSON object with a `title`, `angle_notes` and `variants` "
+    '(each {"headline", "body"}).'
+)
+FENCED = re.compile(r"```json\n(.*)\n```", re.DOTALL)
+
+
+def test_strict_is_off_by_default(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    assert fake_model.strict is False
+    fake_model.script(Turn(tool_use("write_sheet", {"title": "scripted"})))
+    message = create(client, tools=SHEET_TOOLS, tool_choice=FORCE_SHEET)
+    assert message.content[0].input == {"title": "scripted"}
+    assert fake_model.pending == 0 and fake_model.strict_answers == []
+
+
+def test_strict_forced_tool_gets_a_schema_valid_input(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.strict = True
+    fake_model.script("scripted, for the host")
+    message = create(client, tools=SHEET_TOOLS, tool_choice=FORCE_SHEET)
+
+    assert message.stop_reason == "tool_use"
+    assert [b.type for b in message.content] == ["tool_use"]
+    call = message.content[0]
+    assert call.name == "write_sheet" and call.id.startswith("toolu_")
+    assert_valid(SHEET_SCHEMA, call.input)
+    assert call.input == schema_instance(SHEET_SCHEMA, hint="write_sheet")
+    assert all(re.fullmatch(HEX_PATTERN, c["hex"]) for c in call.input["palette"])
+    assert re.fullmatch(RATIO_PATTERN, call.input["aspect_ratio"])
+    assert fake_model.pending == 1  # the script is untouched
+    assert fake_model.strict_answers == ["write_sheet"]
+    assert fake_model.requests[0].reply.blocks[0].input == call.input
+    assert fake_model.replies[0]["content"][0]["input"] == call.input
+
+
+def test_strict_forced_tool_streams_its_input():
+    with FakeModelServer(strict=True) as server, make_client(server) as c:
+        assert server.strict is True
+        with c.messages.stream(
+            model=MODEL, max_tokens=1024, messages=HI, tools=SHEET_TOOLS, tool_choice=FORCE_SHEET
+        ) as stream:
+            pieces = [
+                e.delta.partial_json
+                for e in stream
+                if e.type == "content_block_delta" and e.delta.type == "input_json_delta"
+            ]
+            message = stream.get_final_message()
+        assert len(pieces) >= 2
+        assert json.loads("".join(pieces)) == message.content[0].input
+        assert_valid(SHEET_SCHEMA, message.content[0].input)
+        assert message.stop_reason == "tool_use"
+        assert server.strict_answers == ["write_sheet"]
+        assert server.pending == 0 and server.rejections == []
+
+
+def test_strict_tool_choice_any_takes_the_first_tool(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.strict = True
+    tools = [SHEET_TOOLS[2], *TOOLS]
+    message = create(client, tools=tools, tool_choice={"type": "any"})
+    assert message.content[0].name == "write_sheet"
+    assert_valid(SHEET_SCHEMA, message.content[0].input)
+    message = create(client, tools=TOOLS, tool_choice={"type": "any"})
+    assert message.content[0].name == "get_offer"
+    assert message.content[0].input == {"offer_id": 1}
+    assert fake_model.strict_answers == ["write_sheet", "get_offer"]
+
+
+def test_strict_host_requests_still_take_the_script(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.strict = True
+    fake_model.script(
+        Turn(tool_use("get_offer", {"offer_id": 3})), "auto reply", "none reply", "plain reply"
+    )
+    auto = create(client, tools=SHEET_TOOLS, tool_choice={"type": "auto"})
+    assert auto.content[0].input == {"offer_id": 3}
+    assert create(client, tools=SHEET_TOOLS).content[0].text == "auto reply"
+    # tool_choice none, even when JSON is asked for: the request has tools.
+    none = create(client, tools=TOOLS, tool_choice={"type": "none"}, system="Answer in JSON.")
+    assert none.content[0].text == "none reply"
+    assert create(client, system="You are Loopdesk.").content[0].text == "plain reply"
+    forced = create(client, tools=SHEET_TOOLS, tool_choice=FORCE_SHEET)
+    assert forced.content[0].name == "write_sheet"
+    assert create(client).content[0].text == NO_REPLY_TEXT  # the script ran out as before
+    assert fake_model.strict_answers == ["write_sheet"]
+    assert len(fake_model.requests) == 6
+
+
+def fenced_guess(reply: str) -> dict[str, Any]:
+    assert reply.startswith("Sure! Here it is:\n\n```json\n"), reply
+    assert reply.endswith("```\nTell me if you want changes."), reply
+    match = FENCED.search(reply)
+    assert match is not None
+    return json.loads(match.group(1))
+
+
+def test_strict_json_request_without_tools_gets_a_guess(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.strict = True
+    fake_model.script("scripted")
+    message = create(client, system=GUESS_SYSTEM)
+    assert message.stop_reason == "end_turn"
+    guess = fenced_guess(message.content[0].text)
+    # The keys come from the prompt's text, flat: the nested shape is guessed wrong.
+    assert list(guess) == ["title", "angle_notes", "variants", "headline", "body"]
+    assert all(isinstance(value, str) and value for value in guess.values())
+
+    with client.messages.stream(
+        model=MODEL,
+        max_tokens=1024,
+        system=[{"type": "text", "text": GUESS_SYSTEM}],
+        messages=HI,
+    ) as stream:
+        streamed = stream.get_final_text()
+    assert fenced_guess(streamed) == guess
+
+    # Asked in the last user message (any case), keys from it when the system has none.
+    ask = [{"role": "user", "content": 'Reply as json with "name" and "price".'}]
+    assert list(fenced_guess(create(client, messages=ask).content[0].text)) == ["name", "price"]
+    assert fake_model.strict_answers == ["guess", "guess", "guess"]
+    assert fake_model.pending == 1
+    no_json = [{"role": "user", "content": "No jsonish talk here"}]  # the word JSON only
+    assert create(client, messages=no_json).content[0].text == "scripted"
+
+
+def test_strict_mode_validates_as_before(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.strict = True
+    with pytest.raises(anthropic.BadRequestError) as excinfo:
+        create(client, tools=SHEET_TOOLS, tool_choice=FORCE_SHEET, thinking=THINKING)
+    assert excinfo.value.status_code == 400
+    assert "Thinking may not be enabled when tool_choice forces tool use" in str(excinfo.value)
+    with pytest.raises(anthropic.BadRequestError, match="Tool 'nope' not found"):
+        create(client, tools=SHEET_TOOLS, tool_choice={"type": "tool", "name": "nope"})
+    assert fake_model.strict_answers == []
+    assert len(fake_model.rejections) == 2
+
+
+def test_strict_unfillable_schema_is_a_500(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.strict = True
+    impossible = {
+        "name": "impossible",
+        "input_schema": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "pattern": r"^a\bb$"}},
+        },
+    }
+    with pytest.raises(anthropic.InternalServerError, match="cannot fill the input_schema"):
+        create(client, tools=[impossible], tool_choice={"type": "tool", "name": "impossible"})
+    assert fake_model.strict_answers == ["impossible"]
