@@ -14,6 +14,10 @@ API, and answered from a script of turns::
     )
     client = anthropic.Anthropic(api_key="test", base_url=server.base_url)
 
+``FakeModelServer(strict=True)`` (or ``server.strict = True``) answers forced tool calls and
+requests for JSON itself, as a model that knows only what the request says would: a
+:func:`schema_instance` of the tool's ``input_schema``, or a prose-wrapped guess.
+
 Load it as a pytest plugin (``pytest_plugins = ["tests.fake_model"]``) for the
 ``fake_model`` fixture.
 """
@@ -58,6 +62,7 @@ __all__ = [
     "count_request_tokens",
     "fake_model",
     "redacted_thinking",
+    "schema_instance",
     "stream_error",
     "text",
     "thinking",
@@ -754,6 +759,633 @@ def _check_tool_results_preceded(
 
 
 # --------------------------------------------------------------------------------------
+# Strict mode: schema instances and plausible guesses
+# --------------------------------------------------------------------------------------
+
+_INF = math.inf
+_WORD_CHARS = string.ascii_lowercase + string.ascii_uppercase + string.digits + "_"
+_PRINTABLE = string.ascii_lowercase + string.ascii_uppercase + string.digits + " -_.,:;/#@!?"
+_ESCAPE_SETS = {
+    "d": string.digits,
+    "w": _WORD_CHARS,
+    "s": " ",
+    "D": string.ascii_lowercase,
+    "W": " -.,",
+    "S": string.ascii_lowercase,
+}
+_CHAR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
+# What a negated class picks from: readable characters first.
+_SET_ALPHABET = "".join(dict.fromkeys(_PRINTABLE + string.printable))
+
+
+class _Pattern:
+    """A small generator for the regexes JSON Schemas use (``pattern``).
+
+    Parses literal chars, escapes (``\\d \\w \\s \\D \\W \\S``, ``\\n``, ``\\uXXXX``, escaped
+    punctuation), classes (``[0-9a-fA-F]``, ``[^...]``), ``.``, groups (``(...)``,
+    ``(?:...)``, named), quantifiers (``{n}``, ``{n,}``, ``{n,m}``, ``?``, ``+``, ``*``, lazy
+    forms), alternation (first branch) and anchors.  Lookarounds and backreferences raise
+    ValueError; ``\\b``/``\\B`` generate nothing (the caller verifies the result).
+    """
+
+    def __init__(self, pattern: str) -> None:
+        self.src = pattern
+        self.pos = 0
+        self.tree = self._alternation()
+        if self.pos != len(self.src):
+            raise self._error("unbalanced ')'")
+
+    def _error(self, what: str) -> ValueError:
+        return ValueError(f"pattern {self.src!r}: {what} (at {self.pos})")
+
+    def _peek(self) -> str:
+        return self.src[self.pos] if self.pos < len(self.src) else ""
+
+    def _alternation(self) -> tuple[Any, ...]:
+        branches = [self._sequence()]
+        while self._peek() == "|":
+            self.pos += 1
+            branches.append(self._sequence())
+        return ("alt", branches)
+
+    def _sequence(self) -> tuple[Any, ...]:
+        items: list[tuple[Any, ...]] = []
+        while self._peek() not in ("", "|", ")"):
+            atom = self._atom()
+            lo_hi = self._quantifier()
+            if lo_hi is not None:
+                if atom[0] == "empty":
+                    raise self._error("nothing to repeat")
+                atom = ("rep", atom, *lo_hi)
+            items.append(atom)
+        return ("seq", items)
+
+    def _quantifier(self) -> tuple[int, float] | None:
+        ch = self._peek()
+        found: tuple[int, float] | None = None
+        if ch in ("?", "*", "+"):
+            self.pos += 1
+            found = {"?": (0, 1), "*": (0, _INF), "+": (1, _INF)}[ch]
+        elif ch == "{":
+            match = re.compile(r"\{(\d+)(?:(,)(\d*))?\}").match(self.src, self.pos)
+            if match is None:
+                return None  # a literal "{"
+            self.pos = match.end()
+            lo = int(match.group(1))
+            hi: float = lo
+            if match.group(2):
+                hi = int(match.group(3)) if match.group(3) else _INF
+            if hi < lo:
+                raise self._error("quantifier max below min")
+            found = (lo, hi)
+        if found is not None and self._peek() in ("?", "+"):
+            self.pos += 1  # lazy / possessive: same strings
+        return found
+
+    def _atom(self) -> tuple[Any, ...]:
+        ch = self._peek()
+        self.pos += 1
+        if ch == "(":
+            if self.src.startswith("?:", self.pos):
+                self.pos += 2
+            elif self.src.startswith("?P<", self.pos) or (
+                self.src.startswith("?<", self.pos)
+                and self.src[self.pos + 2 : self.pos + 3] not in ("=", "!", "")
+            ):
+                end = self.src.find(">", self.pos)
+                if end < 0:
+                    raise self._error("unterminated group name")
+                self.pos = end + 1
+            elif self._peek() == "?":
+                raise self._error("lookarounds and inline flags are not supported")
+            inner = self._alternation()
+            if self._peek() != ")":
+                raise self._error("missing ')'")
+            self.pos += 1
+            return inner
+        if ch == "[":
+            return self._class()
+        if ch == ".":
+            return ("set", string.ascii_lowercase)
+        if ch in ("^", "$"):
+            return ("empty",)
+        if ch == "\\":
+            return self._escape(in_class=False)
+        if ch in ("*", "+", "?"):
+            raise self._error("nothing to repeat")
+        return ("lit", ch)
+
+    def _escape(self, *, in_class: bool) -> tuple[Any, ...]:
+        ch = self._peek()
+        if not ch:
+            raise self._error("trailing backslash")
+        self.pos += 1
+        if ch in _ESCAPE_SETS:
+            return ("set", _ESCAPE_SETS[ch])
+        if ch in _CHAR_ESCAPES:
+            return ("lit", _CHAR_ESCAPES[ch])
+        if ch in ("u", "x"):
+            width = 4 if ch == "u" else 2
+            digits = self.src[self.pos : self.pos + width]
+            if len(digits) != width or any(c not in string.hexdigits for c in digits):
+                raise self._error(f"bad \\{ch} escape")
+            self.pos += width
+            return ("lit", chr(int(digits, 16)))
+        if ch in ("b", "B") and not in_class:
+            return ("empty",)
+        if ch == "b":
+            return ("lit", "\b")
+        if ch.isdigit() or ch == "k":
+            raise self._error("backreferences are not supported")
+        if ch.isalnum():
+            raise self._error(f"unsupported escape \\{ch}")
+        return ("lit", ch)
+
+    def _class_char(self) -> tuple[Any, ...]:
+        ch = self._peek()
+        if not ch:
+            raise self._error("unterminated character class")
+        self.pos += 1
+        if ch == "\\":
+            return self._escape(in_class=True)
+        return ("lit", ch)
+
+    def _class(self) -> tuple[Any, ...]:
+        negate = self._peek() == "^"
+        if negate:
+            self.pos += 1
+        chars: list[str] = []
+        first = True
+        while True:
+            if self._peek() == "]" and not first:
+                self.pos += 1
+                break
+            first = False
+            item = self._class_char()
+            if (
+                item[0] == "lit"
+                and self._peek() == "-"
+                and self.src[self.pos + 1 : self.pos + 2] not in ("]", "")
+            ):
+                self.pos += 1
+                end = self._class_char()
+                if end[0] != "lit" or ord(end[1]) < ord(item[1]):
+                    raise self._error("bad character range")
+                span = range(ord(item[1]), min(ord(end[1]), ord(item[1]) + 255) + 1)
+                chars.extend(chr(c) for c in span)
+            else:
+                chars.extend(item[1])
+        if negate:
+            excluded = set(chars)
+            chars = [c for c in _SET_ALPHABET if c not in excluded]
+        if not chars:
+            raise self._error("empty character class")
+        return ("set", "".join(dict.fromkeys(chars)))
+
+    def generate(self, seed: int, extra: int) -> str:
+        """One string: class picks rotate with ``seed``; repeats take ``min + extra``."""
+        out: list[str] = []
+        picks = 0
+
+        def walk(node: tuple[Any, ...]) -> None:
+            nonlocal picks
+            kind = node[0]
+            if kind == "alt":
+                walk(node[1][0])
+            elif kind == "seq":
+                for item in node[1]:
+                    walk(item)
+            elif kind == "lit":
+                out.append(node[1])
+            elif kind == "set":
+                out.append(node[1][(seed + picks) % len(node[1])])
+                picks += 1
+            elif kind == "rep":
+                _, inner, lo, hi = node
+                for _ in range(int(min(lo + extra, hi))):
+                    walk(inner)
+
+        walk(self.tree)
+        return "".join(out)
+
+
+def _words(name: str) -> str:
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)
+    words = re.sub(r"[^A-Za-z0-9]+", " ", spaced).strip().lower()
+    return words or "text"
+
+
+def _singular(name: str) -> str:
+    if name.endswith("ies") and len(name) > 4:
+        return name[:-3] + "y"
+    if name.endswith("s") and not name.endswith(("ss", "us", "is")) and len(name) > 3:
+        return name[:-1]
+    return name
+
+
+def _base36(n: int) -> str:
+    alphabet = string.digits + string.ascii_lowercase
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = alphabet[r] + out
+        if not n:
+            return out
+
+
+def _fit_text(words: str, n: int, min_len: int, max_len: float) -> str:
+    """``Sample <words> <n>``, trimmed (keeping the distinguishing number) or padded."""
+    suffix = f" {n}"
+    value = f"Sample {words}{suffix}"
+    if len(value) > max_len:
+        room = int(max_len) - len(suffix)
+        if room >= 1:
+            value = value[:room].rstrip() + suffix
+        else:
+            value = _base36(n)[-int(max_len) :] if max_len >= 1 else ""
+    if len(value) < min_len:
+        filler = f" More about the {words}."
+        while len(value) < min_len:
+            value += filler
+        value = value[: int(max(min_len, min(len(value), max_len)))]
+    return value
+
+
+def _format_value(fmt: str, words: str, n: int) -> str | None:
+    slug = re.sub(r"[^a-z0-9]+", "-", words).strip("-") or "item"
+    day = (n - 1) % 28 + 1
+    return {
+        "email": f"{slug.replace('-', '.')}{n}@example.com",
+        "uri": f"https://example.com/{slug}/{n}",
+        "url": f"https://example.com/{slug}/{n}",
+        "uri-reference": f"/{slug}/{n}",
+        "date": f"2024-01-{day:02d}",
+        "date-time": f"2024-01-{day:02d}T10:{n % 60:02d}:00Z",
+        "time": f"10:{n % 60:02d}:00Z",
+        "uuid": f"00000000-0000-4000-8000-{n:012d}",
+        "hostname": f"{slug}-{n}.example.com",
+        "ipv4": f"192.0.2.{n % 254 + 1}",
+    }.get(fmt)
+
+
+_MERGE_MAX = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
+_MERGE_MIN = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
+
+
+class _Instancer:
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.counter = 0  # strings made so far: numbers them apart
+        self.path_refs: list[str] = []  # the $refs followed down to the current schema
+        self.cycles = 0  # how many of those were already on the path
+
+    # -- schema plumbing --------------------------------------------------------------
+
+    def _ref(self, ref: str) -> Any:
+        if ref != "#" and not ref.startswith("#/"):
+            raise ValueError(f"only local $ref are supported, got {ref!r}")
+        node = self.root
+        for part in ref[2:].split("/") if ref != "#" else []:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise ValueError(f"unresolvable $ref {ref!r}")
+        return node
+
+    def _merge(self, a: dict[str, Any], b: Any) -> dict[str, Any]:
+        if b is True:
+            return a
+        if b is False or not isinstance(b, dict):
+            raise ValueError("no instance of a false schema")
+        out = dict(a)
+        for key, value in b.items():
+            if key not in out:
+                out[key] = value
+            elif key == "properties":
+                props = dict(out[key])
+                for name, sub in value.items():
+                    props[name] = {"allOf": [props[name], sub]} if name in props else sub
+                out[key] = props
+            elif key == "required":
+                out[key] = list(dict.fromkeys([*out[key], *value]))
+            elif key in _MERGE_MAX:
+                out[key] = max(out[key], value)
+            elif key in _MERGE_MIN:
+                out[key] = min(out[key], value)
+            elif key == "enum":
+                out[key] = [v for v in out[key] if v in value]
+            elif key == "type":
+                mine = out[key] if isinstance(out[key], list) else [out[key]]
+                theirs = value if isinstance(value, list) else [value]
+                both = [t for t in mine if t in theirs or (t == "integer" and "number" in theirs)]
+                both += [t for t in theirs if t == "integer" and "number" in mine]
+                out[key] = list(dict.fromkeys(both)) or mine
+            elif key == "allOf":
+                out[key] = [*out[key], *value]
+            elif key == "items" and isinstance(value, dict) and out[key] != value:
+                out[key] = {"allOf": [out[key], value]}
+            # Anything else (const, pattern, format, anyOf, ...): the first schema's wins.
+        return out
+
+    def _resolve(self, schema: Any, refs: list[str]) -> dict[str, Any]:
+        """``schema`` with its $ref, allOf, anyOf and oneOf applied; adds the refs it follows."""
+        for _ in range(64):
+            if schema is True:
+                return {}
+            if schema is False or not isinstance(schema, dict):
+                raise ValueError(f"no instance of the schema {schema!r}")
+            if "$ref" in schema:
+                rest = {k: v for k, v in schema.items() if k != "$ref"}
+                refs.append(schema["$ref"])
+                schema = self._merge(rest, self._ref(schema["$ref"]))
+            elif "allOf" in schema:
+                rest = {k: v for k, v in schema.items() if k != "allOf"}
+                for sub in schema["allOf"]:
+                    rest = self._merge(rest, self._resolve(sub, refs))
+                schema = rest
+            elif "anyOf" in schema or "oneOf" in schema:
+                key = "anyOf" if "anyOf" in schema else "oneOf"
+                rest = {k: v for k, v in schema.items() if k != key}
+                if not schema[key]:
+                    raise ValueError(f"empty {key}")
+                schema = self._merge(rest, schema[key][0])
+            else:
+                return schema
+        raise ValueError("schema references do not resolve (a $ref cycle?)")
+
+    @staticmethod
+    def _type(schema: dict[str, Any]) -> str:
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            real = [t for t in kind if t != "null"]
+            return real[0] if real else "null" if kind else "string"
+        if isinstance(kind, str):
+            return kind
+        if any(k in schema for k in ("properties", "required", "additionalProperties")):
+            return "object"
+        if any(k in schema for k in ("items", "prefixItems", "minItems", "maxItems")):
+            return "array"
+        if any(k in schema for k in ("minimum", "maximum", "multipleOf")):
+            return "number"
+        return "string"
+
+    # -- instances --------------------------------------------------------------------
+
+    def make(self, schema: Any, name: str, ordinal: int, variant: int, depth: int) -> Any:
+        if depth > 48:
+            raise ValueError("schema nests too deep (a required $ref cycle?)")
+        followed: list[str] = []
+        schema = self._resolve(schema, followed)
+        # A $ref met again on its own path (a recursive schema): from here on, fill only
+        # what is required and give arrays minItems items, so the instance ends.
+        cycle = any(ref in self.path_refs for ref in followed)
+        self.path_refs.extend(followed)
+        self.cycles += cycle
+        try:
+            return self._make(schema, name, ordinal, variant, depth)
+        finally:
+            del self.path_refs[len(self.path_refs) - len(followed) :]
+            self.cycles -= cycle
+
+    def _make(
+        self, schema: dict[str, Any], name: str, ordinal: int, variant: int, depth: int
+    ) -> Any:
+        if "const" in schema:
+            return schema["const"]
+        if "enum" in schema:
+            if not schema["enum"]:
+                raise ValueError("empty enum")
+            return schema["enum"][variant % len(schema["enum"])]
+        kind = self._type(schema)
+        if kind == "object":
+            return self._object(schema, ordinal, depth)
+        if kind == "array":
+            return self._array(schema, name, depth)
+        if kind in ("integer", "number"):
+            return self._number(schema, kind, ordinal + variant)
+        if kind == "boolean":
+            return variant % 2 == 0
+        if kind == "null":
+            return None
+        if kind == "string":
+            return self._string(schema, name, variant)
+        raise ValueError(f"unknown type {kind!r}")
+
+    def _object(self, schema: dict[str, Any], ordinal: int, depth: int) -> dict[str, Any]:
+        props = schema.get("properties") or {}
+        required = list(schema.get("required") or [])
+        shallow = self.cycles > 0
+        out: dict[str, Any] = {}
+        for key, sub in props.items():
+            if shallow and key not in required:
+                continue
+            out[key] = self.make(sub, key, ordinal, 0, depth + 1)
+        extra = schema.get("additionalProperties", True)
+        extra_schema = extra if isinstance(extra, dict) else {}
+        for key in required:
+            if key not in out:
+                out[key] = self.make(extra_schema, key, ordinal, 0, depth + 1)
+        wanted = int(schema.get("minProperties", 0))
+        if not props and isinstance(extra, dict) and extra and not shallow:
+            wanted = max(wanted, 1)
+        n = 0
+        while len(out) < wanted and extra is not False:
+            n += 1
+            key = f"key_{n}"
+            if key not in out:
+                out[key] = self.make(extra_schema, key, ordinal, 0, depth + 1)
+        return out
+
+    def _array(self, schema: dict[str, Any], name: str, depth: int) -> list[Any]:
+        prefix = schema.get("prefixItems") or []
+        items = schema.get("items", {})
+        lo = int(schema.get("minItems", 0))
+        hi = schema.get("maxItems", _INF)
+        if items is False:
+            hi = min(hi, len(prefix))
+        if lo > hi:
+            raise ValueError(f"no array with minItems {lo} and at most {hi} items")
+        count = lo if self.cycles else int(max(lo, min(2, hi), min(len(prefix), hi)))
+        child = _singular(name)
+        out: list[Any] = []
+        for i in range(count):
+            sub = prefix[i] if i < len(prefix) else items
+            value = self.make(sub, child, i + 1, 0, depth + 1)
+            variant = 0
+            while schema.get("uniqueItems") and value in out and variant < 8:
+                variant += 1  # enums and booleans take their next value
+                value = self.make(sub, child, i + 1, variant, depth + 1)
+            out.append(value)
+        return out
+
+    def _number(self, schema: dict[str, Any], kind: str, preferred: int) -> int | float:
+        integer = kind == "integer"
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        lo_open = hi_open = False
+        ex_lo, ex_hi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        if _is_number(ex_lo) and (lo is None or ex_lo >= lo):
+            lo, lo_open = ex_lo, True
+        if _is_number(ex_hi) and (hi is None or ex_hi <= hi):
+            hi, hi_open = ex_hi, True
+        if integer:
+            if lo is not None:
+                lo = math.floor(lo) + 1 if lo_open else math.ceil(lo)
+            if hi is not None:
+                hi = math.ceil(hi) - 1 if hi_open else math.floor(hi)
+            lo_open = hi_open = False
+
+        def fits(v: float) -> bool:
+            above = lo is None or (v > lo if lo_open else v >= lo)
+            below = hi is None or (v < hi if hi_open else v <= hi)
+            return above and below
+
+        start: float = preferred if integer else preferred + 0.5
+        if lo is not None and start < lo:
+            start = lo
+        if hi is not None and start > hi:
+            start = hi
+        step = schema.get("multipleOf")
+        if _is_number(step) and step > 0:
+            first = math.ceil(start / step)
+            for k in [*range(first, first + 64), *range(first - 1, first - 64, -1)]:
+                value: int | float = k * step
+                if float(value).is_integer():
+                    value = int(value)
+                elif integer:
+                    continue
+                exact = (
+                    (value / step).is_integer() if isinstance(step, float) else value % step == 0
+                )
+                if fits(value) and exact:
+                    return value
+            raise ValueError(f"no multiple of {step} within the bounds of {schema!r}")
+        if fits(start):
+            return start
+        if not integer and lo is not None and hi is not None:
+            start = (lo + hi) / 2  # open bounds
+        elif not integer and lo is not None:
+            start = lo + 0.5
+        elif not integer and hi is not None:
+            start = hi - 0.5
+        if not fits(start):
+            raise ValueError(f"no {kind} within the bounds of {schema!r}")
+        return start
+
+    def _string(self, schema: dict[str, Any], name: str, variant: int) -> str:
+        self.counter += 1
+        n = self.counter
+        min_len = int(schema.get("minLength", 0))
+        max_len = schema.get("maxLength", _INF)
+        if min_len > max_len:
+            raise ValueError(f"minLength {min_len} > maxLength {max_len}")
+        words = _words(name)
+        pattern = schema.get("pattern")
+        regex = None
+        if pattern is not None:
+            try:
+                regex = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {pattern!r} does not compile: {exc}") from None
+
+        def ok(value: str) -> bool:
+            return min_len <= len(value) <= max_len and (regex is None or bool(regex.search(value)))
+
+        candidates: list[str] = []
+        fmt = schema.get("format")
+        formatted = _format_value(fmt, words, n) if isinstance(fmt, str) else None
+        if formatted is not None:
+            candidates.append(formatted)
+        candidates.append(_fit_text(words, n, min_len, max_len))
+        for value in candidates:
+            if ok(value):
+                return value
+        if regex is None:
+            raise ValueError(f"no string for {schema!r}")
+        generator = _Pattern(pattern)
+        # Repeats grow until the lengths fit; a variant (a uniqueItems retry) starts longer.
+        extras = sorted({0, 1, 2, 4, 8, 16, 32, 64, 128, 256, min_len, max(0, min_len - 1)})
+        extras = [extra + variant for extra in extras]
+        tried: list[str] = []
+        for extra in extras:
+            for seed in (n, 0):
+                value = generator.generate(seed, extra)
+                if ok(value):
+                    return value
+                tried.append(value)
+        raise ValueError(
+            f"cannot generate a string matching {pattern!r} with length in "
+            f"[{min_len}, {max_len}] (tried {tried[0]!r}, ...)"
+        )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def schema_instance(schema: dict[str, Any], *, hint: str = "") -> Any:
+    """A deterministic valid instance of a JSON Schema (the draft 2020-12 subset real
+    schemas use); raises ValueError when it cannot make one.
+
+    Every property is filled (optional ones too); arrays get ``max(minItems, min(2,
+    maxItems))`` items; strings read like text (``"Sample headline 3"``, from the property
+    name, or ``hint`` at the top level), numbered so no two positions repeat, trimmed or
+    padded to ``minLength``/``maxLength``; ``pattern`` is generated from the regex when the
+    text does not match; ``enum``/``const`` take the first value, ``anyOf``/``oneOf`` the
+    first branch, ``allOf`` is merged, ``$ref`` follows ``#/$defs/...`` (any local pointer).
+    The result is checked with ``jsonschema.Draft202012Validator`` before it is returned.
+    """
+    from jsonschema import Draft202012Validator
+
+    instancer = _Instancer(schema)
+    instance = instancer.make(schema, hint or "value", 1, 0, 0)
+    error = next(iter(Draft202012Validator(schema).iter_errors(instance)), None)
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the top level"
+        raise ValueError(f"schema_instance made an invalid instance at {where}: {error.message}")
+    return instance
+
+
+_GUESS_KEY_RE = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\"")
+_JSON_WORD_RE = re.compile(r"\bjson\b", re.IGNORECASE)
+
+
+def _plain_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "\n".join(parts)
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return _plain_text(message.get("content"))
+    return ""
+
+
+def _guess_keys(text_: str) -> list[str]:
+    keys = [a or b for a, b in _GUESS_KEY_RE.findall(text_)]
+    return [k for k in dict.fromkeys(keys) if k.lower() != "json"]
+
+
+def _guess_reply(body: dict[str, Any]) -> str:
+    """What a model writes when a JSON shape is only described in prose: a guess."""
+    keys = _guess_keys(_plain_text(body.get("system"))) or _guess_keys(_last_user_text(body))
+    guess = {key: f"Sample {_words(key)}" for key in keys or ["answer"]}
+    return (
+        "Sure! Here it is:\n\n```json\n"
+        + json.dumps(guess, indent=2, ensure_ascii=False)
+        + "\n```\nTell me if you want changes."
+    )
+
+
+# --------------------------------------------------------------------------------------
 # Recording
 # --------------------------------------------------------------------------------------
 
@@ -930,7 +1562,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_json(200, {"input_tokens": input_tokens}, base_headers)
             return
 
-        entry = fake._next_entry(body)
+        entry = fake._answer(body)
         record.reply = entry
         if isinstance(entry, ApiError):
             self._send_error(
@@ -1125,10 +1757,24 @@ class FakeModelServer:
     included); ``count_tokens_requests``; ``replies`` (the full message dicts served);
     ``issued_signatures``; ``context_window``; ``responder`` (``callable(body) -> Turn |
     ApiError`` used when the script is empty).
+
+    ``strict`` (settable; ``FakeModelServer(strict=True)``) answers, like a model that knows
+    only what the request says and without consuming the script: a forced tool call
+    (``tool_choice`` ``{"type": "tool", "name": N}``, or ``{"type": "any"}``: the first
+    tool) with one ``tool_use`` whose input is :func:`schema_instance` of that tool's
+    ``input_schema``; a request without tools that asks for JSON (the word, in the system
+    prompt or the last user message) with prose around a fenced guess whose keys are the
+    identifiers in backticks or double quotes of the system prompt (else of the user
+    message).  Everything else takes the script.  ``strict_answers`` lists what strict mode
+    answered: the tool name, or ``"guess"``, per request.
     """
 
-    def __init__(self, *, context_window: int = DEFAULT_CONTEXT_WINDOW) -> None:
+    def __init__(
+        self, *, context_window: int = DEFAULT_CONTEXT_WINDOW, strict: bool = False
+    ) -> None:
         self.context_window = context_window
+        self.strict = strict
+        self.strict_answers: list[str] = []
         self.responder: Callable[[dict[str, Any]], ScriptEntry] | None = None
         self.requests: list[RecordedRequest] = []
         self.rejections: list[Rejection] = []
@@ -1256,6 +1902,15 @@ class FakeModelServer:
         with self._lock:
             return set(self.issued_signatures)
 
+    def _answer(self, body: dict[str, Any]) -> ScriptEntry:
+        if self.strict:
+            found = _strict_entry(body)
+            if found is not None:
+                entry, label = found
+                self._append(self.strict_answers, label)
+                return entry
+        return self._next_entry(body)
+
     def _next_entry(self, body: dict[str, Any]) -> ScriptEntry:
         with self._lock:
             entry = self._queue.popleft() if self._queue else None
@@ -1273,6 +1928,32 @@ class FakeModelServer:
                 return api_error(500, "api_error", f"responder returned {entry!r}")
             return entry
         return Turn(text(NO_REPLY_TEXT))
+
+
+def _strict_entry(body: dict[str, Any]) -> tuple[ScriptEntry, str] | None:
+    """Strict mode's own answer to a validated request and its label, or None (the script)."""
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    choice = body.get("tool_choice")
+    choice = choice if isinstance(choice, dict) else {}
+    kind = choice.get("type")
+    if tools and kind in ("tool", "any"):
+        if kind == "tool":
+            tool = next(t for t in tools if t.get("name") == choice.get("name"))
+        else:
+            tool = next((t for t in tools if "input_schema" in t), tools[0])
+        name = tool["name"]
+        try:
+            instance = schema_instance(tool.get("input_schema") or {"type": "object"}, hint=name)
+        except ValueError as exc:
+            message = f"fake model (strict) cannot fill the input_schema of {name}: {exc}"
+            return api_error(500, "api_error", message), name
+        return Turn(tool_use(name, instance)), name
+    if not tools and any(
+        _JSON_WORD_RE.search(part)
+        for part in (_plain_text(body.get("system")), _last_user_text(body))
+    ):
+        return Turn(text(_guess_reply(body))), "guess"
+    return None
 
 
 @pytest.fixture

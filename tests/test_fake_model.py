@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from typing import Any
 import anthropic
 import httpx2
 import pytest
+from jsonschema import Draft202012Validator
 
 from tests.fake_model import (
     NO_REPLY_TEXT,
@@ -20,6 +22,7 @@ from tests.fake_model import (
     api_error,
     count_request_tokens,
     redacted_thinking,
+    schema_instance,
     stream_error,
     text,
     thinking,
@@ -679,3 +682,382 @@ def test_concurrent_requests(fake_model: FakeModelServer, client: anthropic.Anth
         t.join(timeout=10)
     assert sorted(results) == sorted(f"reply {n}" for n in range(8))
     assert fake_model.pending == 0
+
+
+# --------------------------------------------------------------------------------------
+# schema_instance
+# --------------------------------------------------------------------------------------
+
+HEX_PATTERN = "^#[0-9a-fA-F]{6}$"
+RATIO_PATTERN = "^[1-9][0-9]?:[1-9][0-9]?$"
+SHEET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "$defs": {
+        "color": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "maxLength": 12},
+                "hex": {"type": "string", "pattern": HEX_PATTERN},
+            },
+            "required": ["name", "hex"],
+            "additionalProperties": False,
+        }
+    },
+    "properties": {
+        "title": {"type": "string", "minLength": 1, "maxLength": 200},
+        "summary": {"type": "string", "minLength": 80, "maxLength": 120},
+        "aspect_ratio": {"type": "string", "pattern": RATIO_PATTERN},
+        "palette": {
+            "type": "array",
+            "minItems": 3,
+            "maxItems": 8,
+            "items": {"$ref": "#/$defs/color"},
+        },
+        "variants": {
+            "type": "array",
+            "minItems": 2,
+            "maxItems": 4,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "headline": {"type": "string", "maxLength": 30},
+                    "tone": {"enum": ["warm", "bold", "playful"]},
+                    "scenes": {
+                        "type": "array",
+                        "maxItems": 1,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "number": {"type": "integer", "minimum": 1, "maximum": 12},
+                                "duration_seconds": {
+                                    "type": "number",
+                                    "exclusiveMinimum": 0,
+                                    "maximum": 120,
+                                },
+                            },
+                            "required": ["number"],
+                        },
+                    },
+                },
+                "required": ["headline", "tone"],
+            },
+        },
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+        "formats": {
+            "type": "array",
+            "items": {"enum": ["square", "story", "banner"]},
+            "minItems": 3,
+            "uniqueItems": True,
+        },
+        "contact": {"type": "string", "format": "email"},
+        "launch": {"type": "string", "format": "date"},
+        "approved": {"type": "boolean"},
+        "budget": {"type": ["integer", "null"], "minimum": 100, "multipleOf": 50},
+        "kind": {"const": "element_sheet"},
+        "link": {"anyOf": [{"type": "string", "format": "uri"}, {"type": "null"}]},
+        "notes": {"allOf": [{"type": "string", "minLength": 5}, {"maxLength": 40}]},
+    },
+    "required": ["title", "palette", "variants"],
+    "additionalProperties": False,
+}
+
+
+def assert_valid(schema: dict[str, Any], instance: Any) -> None:
+    errors = [e.message for e in Draft202012Validator(schema).iter_errors(instance)]
+    assert errors == [], (errors, instance)
+
+
+def all_strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [s for item in value for s in all_strings(item)]
+    return []
+
+
+def test_schema_instance_is_valid_deterministic_and_fills_everything():
+    instance = schema_instance(SHEET_SCHEMA)
+    assert_valid(SHEET_SCHEMA, instance)
+    assert schema_instance(SHEET_SCHEMA) == instance
+    assert list(instance) == list(SHEET_SCHEMA["properties"])  # optional properties too
+    assert len(instance["palette"]) == 3  # minItems
+    assert len(instance["variants"]) == 2 and len(instance["tags"]) == 2  # min(2, maxItems)
+    assert len(instance["variants"][0]["scenes"]) == 1  # maxItems
+    assert instance["formats"] == ["square", "story", "banner"]  # unique enum values
+    assert instance["variants"][0]["tone"] == "warm"  # enum: the first value
+    assert instance["kind"] == "element_sheet"
+    assert instance["budget"] % 50 == 0 and instance["budget"] >= 100
+    assert 0 < instance["variants"][0]["scenes"][0]["duration_seconds"] <= 120
+    assert instance["title"].startswith("Sample title")
+    assert "@" in instance["contact"] and re.fullmatch(r"\d{4}-\d{2}-\d{2}", instance["launch"])
+    strings = [s for s in all_strings(instance) if s not in ("warm", "square", "story", "banner")]
+    strings.remove("element_sheet")
+    assert len(strings) == len(set(strings))  # no two positions repeat a string
+    assert instance["variants"][0]["headline"] != instance["variants"][1]["headline"]
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        HEX_PATTERN,
+        RATIO_PATTERN,
+        r"^\d{4}-\d{2}-\d{2}$",
+        r"^[A-Z]{2,3}-\d+$",
+        r"^(?:foo|bar)_[a-z]{3,5}$",
+        r"^(?P<major>\d+)\.(\d+)(-[a-z]+)?$",
+        r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$",
+        r"^\+?[0-9 ]{7,15}$",
+        r"^[a-z0-9-]+$",
+        r"^\$\d+\.\d{2}$",
+        r"^(ab|cd){2}x*$",
+        r"\d",
+    ],
+)
+def test_schema_instance_patterns(pattern: str):
+    values = [schema_instance({"type": "string", "pattern": pattern}, hint=f"f{n}") for n in (1, 2)]
+    for value in values:
+        assert re.search(pattern, value), value
+    schema = {"type": "array", "items": {"type": "string", "pattern": pattern}}
+    array = schema_instance({**schema, "minItems": 3, "uniqueItems": True})
+    assert all(re.search(pattern, value) for value in array)
+    assert len(set(array)) == 3, array
+
+
+def test_schema_instance_string_lengths_and_hint():
+    assert schema_instance({"type": "string"}, hint="headline") == "Sample headline 1"
+    assert schema_instance({}) == "Sample value 1"  # {} is a string
+    short = schema_instance({"type": "string", "maxLength": 8}, hint="headline")
+    assert len(short) <= 8 and short.endswith(" 1")
+    long = schema_instance({"type": "string", "minLength": 300, "maxLength": 310}, hint="body")
+    assert 300 <= len(long) <= 310 and long.startswith("Sample body 1")
+    assert schema_instance({"properties": {"a": {}}}) == {"a": "Sample a 1"}  # no type: object
+    assert schema_instance({"type": ["null", "integer"]}) == 1
+    assert schema_instance({"type": "null"}) is None
+
+
+def test_schema_instance_numbers():
+    cases = [
+        {"type": "integer"},
+        {"type": "integer", "minimum": 7},
+        {"type": "integer", "maximum": -3},
+        {"type": "integer", "exclusiveMinimum": 3, "exclusiveMaximum": 5},
+        {"type": "integer", "minimum": 10, "multipleOf": 7},
+        {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.1},
+        {"type": "number", "minimum": 0.25, "maximum": 0.75, "multipleOf": 0.25},
+    ]
+    values = [schema_instance(schema) for schema in cases]
+    for schema, value in zip(cases, values, strict=True):
+        assert_valid(schema, value)
+    assert values[:5] == [1, 7, -3, 4, 14]
+    with pytest.raises(ValueError, match="no integer"):
+        schema_instance({"type": "integer", "minimum": 3, "maximum": 2})
+
+
+def test_schema_instance_refs_recursion_and_maps():
+    tree = {
+        "definitions": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "label": {"type": "string"},
+                    "children": {"type": "array", "items": {"$ref": "#/definitions/node"}},
+                },
+                "required": ["label"],
+            }
+        },
+        "$ref": "#/definitions/node",
+    }
+    instance = schema_instance(tree)
+    assert_valid(tree, instance)
+    # The recursion stops where the $ref comes round again: required properties only.
+    assert instance["children"] == [{"label": "Sample label 2"}, {"label": "Sample label 3"}]
+    assert schema_instance({"type": "object", "additionalProperties": {"type": "integer"}}) == {
+        "key_1": 1
+    }
+    with pytest.raises(ValueError, match="too deep"):
+        schema_instance({"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]})
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"type": "string", "pattern": r"^a\bb$"}, "cannot generate a string matching"),
+        ({"type": "string", "pattern": "^x$", "minLength": 3}, "cannot generate a string matching"),
+        ({"type": "string", "pattern": r"^(?=\d)\d$"}, "lookarounds"),
+        ({"type": "string", "pattern": r"^(a)\1$"}, "backreferences"),
+        ({"type": "string", "pattern": "^[a-z"}, "does not compile"),
+        ({"type": "array", "minItems": 3, "maxItems": 2}, "minItems"),
+        ({"type": "object", "properties": {"a": {"oneOf": [{}, {}]}}}, "invalid instance"),
+    ],
+)
+def test_schema_instance_raises_when_it_cannot(schema: dict[str, Any], message: str):
+    with pytest.raises(ValueError, match=message):
+        schema_instance(schema)
+
+
+# --------------------------------------------------------------------------------------
+# strict mode
+# --------------------------------------------------------------------------------------
+
+SHEET_TOOLS = [
+    *TOOLS,
+    {"name": "write_sheet", "description": "Write the sheet.", "input_schema": SHEET_SCHEMA},
+]
+FORCE_SHEET = {"type": "tool", "name": "write_sheet"}
+GUESS_SYSTEM = (
+    "You write ad copy. Output a JSON object with a `title`, `angle_notes` and `variants` "
+    '(each {"headline", "body"}).'
+)
+FENCED = re.compile(r"```json\n(.*)\n```", re.DOTALL)
+
+
+def test_strict_is_off_by_default(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    assert fake_model.strict is False
+    fake_model.script(Turn(tool_use("write_sheet", {"title": "scripted"})))
+    message = create(client, tools=SHEET_TOOLS, tool_choice=FORCE_SHEET)
+    assert message.content[0].input == {"title": "scripted"}
+    assert fake_model.pending == 0 and fake_model.strict_answers == []
+
+
+def test_strict_forced_tool_gets_a_schema_valid_input(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.strict = True
+    fake_model.script("scripted, for the host")
+    message = create(client, tools=SHEET_TOOLS, tool_choice=FORCE_SHEET)
+
+    assert message.stop_reason == "tool_use"
+    assert [b.type for b in message.content] == ["tool_use"]
+    call = message.content[0]
+    assert call.name == "write_sheet" and call.id.startswith("toolu_")
+    assert_valid(SHEET_SCHEMA, call.input)
+    assert call.input == schema_instance(SHEET_SCHEMA, hint="write_sheet")
+    assert all(re.fullmatch(HEX_PATTERN, c["hex"]) for c in call.input["palette"])
+    assert re.fullmatch(RATIO_PATTERN, call.input["aspect_ratio"])
+    assert fake_model.pending == 1  # the script is untouched
+    assert fake_model.strict_answers == ["write_sheet"]
+    assert fake_model.requests[0].reply.blocks[0].input == call.input
+    assert fake_model.replies[0]["content"][0]["input"] == call.input
+
+
+def test_strict_forced_tool_streams_its_input():
+    with FakeModelServer(strict=True) as server, make_client(server) as c:
+        assert server.strict is True
+        with c.messages.stream(
+            model=MODEL, max_tokens=1024, messages=HI, tools=SHEET_TOOLS, tool_choice=FORCE_SHEET
+        ) as stream:
+            pieces = [
+                e.delta.partial_json
+                for e in stream
+                if e.type == "content_block_delta" and e.delta.type == "input_json_delta"
+            ]
+            message = stream.get_final_message()
+        assert len(pieces) >= 2
+        assert json.loads("".join(pieces)) == message.content[0].input
+        assert_valid(SHEET_SCHEMA, message.content[0].input)
+        assert message.stop_reason == "tool_use"
+        assert server.strict_answers == ["write_sheet"]
+        assert server.pending == 0 and server.rejections == []
+
+
+def test_strict_tool_choice_any_takes_the_first_tool(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.strict = True
+    tools = [SHEET_TOOLS[2], *TOOLS]
+    message = create(client, tools=tools, tool_choice={"type": "any"})
+    assert message.content[0].name == "write_sheet"
+    assert_valid(SHEET_SCHEMA, message.content[0].input)
+    message = create(client, tools=TOOLS, tool_choice={"type": "any"})
+    assert message.content[0].name == "get_offer"
+    assert message.content[0].input == {"offer_id": 1}
+    assert fake_model.strict_answers == ["write_sheet", "get_offer"]
+
+
+def test_strict_host_requests_still_take_the_script(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.strict = True
+    fake_model.script(
+        Turn(tool_use("get_offer", {"offer_id": 3})), "auto reply", "none reply", "plain reply"
+    )
+    auto = create(client, tools=SHEET_TOOLS, tool_choice={"type": "auto"})
+    assert auto.content[0].input == {"offer_id": 3}
+    assert create(client, tools=SHEET_TOOLS).content[0].text == "auto reply"
+    # tool_choice none, even when JSON is asked for: the request has tools.
+    none = create(client, tools=TOOLS, tool_choice={"type": "none"}, system="Answer in JSON.")
+    assert none.content[0].text == "none reply"
+    assert create(client, system="You are Loopdesk.").content[0].text == "plain reply"
+    forced = create(client, tools=SHEET_TOOLS, tool_choice=FORCE_SHEET)
+    assert forced.content[0].name == "write_sheet"
+    assert create(client).content[0].text == NO_REPLY_TEXT  # the script ran out as before
+    assert fake_model.strict_answers == ["write_sheet"]
+    assert len(fake_model.requests) == 6
+
+
+def fenced_guess(reply: str) -> dict[str, Any]:
+    assert reply.startswith("Sure! Here it is:\n\n```json\n"), reply
+    assert reply.endswith("```\nTell me if you want changes."), reply
+    match = FENCED.search(reply)
+    assert match is not None
+    return json.loads(match.group(1))
+
+
+def test_strict_json_request_without_tools_gets_a_guess(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.strict = True
+    fake_model.script("scripted")
+    message = create(client, system=GUESS_SYSTEM)
+    assert message.stop_reason == "end_turn"
+    guess = fenced_guess(message.content[0].text)
+    # The keys come from the prompt's text, flat: the nested shape is guessed wrong.
+    assert list(guess) == ["title", "angle_notes", "variants", "headline", "body"]
+    assert all(isinstance(value, str) and value for value in guess.values())
+
+    with client.messages.stream(
+        model=MODEL,
+        max_tokens=1024,
+        system=[{"type": "text", "text": GUESS_SYSTEM}],
+        messages=HI,
+    ) as stream:
+        streamed = stream.get_final_text()
+    assert fenced_guess(streamed) == guess
+
+    # Asked in the last user message (any case), keys from it when the system has none.
+    ask = [{"role": "user", "content": 'Reply as json with "name" and "price".'}]
+    assert list(fenced_guess(create(client, messages=ask).content[0].text)) == ["name", "price"]
+    assert fake_model.strict_answers == ["guess", "guess", "guess"]
+    assert fake_model.pending == 1
+    no_json = [{"role": "user", "content": "No jsonish talk here"}]  # the word JSON only
+    assert create(client, messages=no_json).content[0].text == "scripted"
+
+
+def test_strict_mode_validates_as_before(fake_model: FakeModelServer, client: anthropic.Anthropic):
+    fake_model.strict = True
+    with pytest.raises(anthropic.BadRequestError) as excinfo:
+        create(client, tools=SHEET_TOOLS, tool_choice=FORCE_SHEET, thinking=THINKING)
+    assert excinfo.value.status_code == 400
+    assert "Thinking may not be enabled when tool_choice forces tool use" in str(excinfo.value)
+    with pytest.raises(anthropic.BadRequestError, match="Tool 'nope' not found"):
+        create(client, tools=SHEET_TOOLS, tool_choice={"type": "tool", "name": "nope"})
+    assert fake_model.strict_answers == []
+    assert len(fake_model.rejections) == 2
+
+
+def test_strict_unfillable_schema_is_a_500(
+    fake_model: FakeModelServer, client: anthropic.Anthropic
+):
+    fake_model.strict = True
+    impossible = {
+        "name": "impossible",
+        "input_schema": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "pattern": r"^a\bb$"}},
+        },
+    }
+    with pytest.raises(anthropic.InternalServerError, match="cannot fill the input_schema"):
+        create(client, tools=[impossible], tool_choice={"type": "tool", "name": "impossible"})
+    assert fake_model.strict_answers == ["impossible"]
