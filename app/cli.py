@@ -145,7 +145,7 @@ def chat_logs_command(conversation_id: int, run_id: int | None, full: bool) -> N
             click.echo("  (no log entries: run logs were off, or the run never got going)")
         for entry in report.entries:
             line = describe(entry, preview_chars=None if full else 160)
-            click.echo(f"  {report.offset(entry):>9}  {entry.kind:<10}  {line}")
+            click.echo(f"  {report.offset(entry):>9}  {entry.kind:<11}  {line}")
 
 
 def register_commands(app: Flask) -> None:

@@ -41,6 +41,7 @@ from app.llm.client import (
     StreamCallbacks,
     StreamCancelled,
 )
+from app.llm.errors import error_detail, plain_reason, redact
 from app.services import Services
 from app.tools.context import ToolContext
 from app.tools.invoke import invoke
@@ -112,8 +113,12 @@ class HostLoop:
         except StreamAborted as aborted:
             status = self._fail(aborted.reason, _aborted_text(aborted.reason))
         except ModelError as error:
-            log.warning("run %s: model error %s: %s", self.run_id, error.code, error.message)
-            status = self._fail(error.code, _model_error_text(error))
+            secret = self.settings.anthropic_api_key
+            log.warning(
+                "run %s: model error %s", self.run_id, redact(error_detail(error), [secret])
+            )
+            self.run_log.model_error(error)  # the full reason; the person gets the short one
+            status = self._fail(error.code, _model_error_text(error, secret))
         except Exception:
             log.exception("run %s failed", self.run_id)
             self.run_log.exception()
@@ -569,16 +574,6 @@ def _aborted_text(reason: str) -> str:
     return "The model stopped responding in the middle of its answer. Please try again."
 
 
-def _model_error_text(error: ModelError) -> str:
-    if error.code in ("overloaded_error", "rate_limit_error"):
-        return "The model is busy right now and did not answer. Please try again in a moment."
-    if error.code == "connection_error":
-        return "Could not reach the model. Check the connection settings and try again."
-    if error.code == "context_too_long":
-        return (
-            "This conversation no longer fits the model's context, even summarized. "
-            "Start a new chat to continue."
-        )
-    if error.code == "authentication_error":
-        return "The model refused the API key. An administrator needs to check the settings."
-    return f"The model could not answer ({error.code}). Please try again."
+def _model_error_text(error: ModelError, *secrets: str | None) -> str:
+    """What the person is told: the reason in one short plain sentence (app.llm.errors)."""
+    return plain_reason(error, secrets)

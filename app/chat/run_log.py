@@ -2,7 +2,8 @@
 
 The loop records model calls (request sizes, stop reason, token usage, duration), tool
 calls (input and output, secrets redacted, capped), the frames it emitted (counted per
-type, never their text) and errors. Entries are buffered in memory and written in one
+type, never their text) and errors: what the person was told, and for a model error the
+server's full reason. Entries are buffered in memory and written in one
 short transaction per flush; the loop flushes around every model call and at the end,
 so a run killed mid-way keeps its log up to its last step.
 """
@@ -31,6 +32,8 @@ from app.config import Settings
 from app.db import Database, utcnow
 
 MODEL_CALL, TOOL_CALL, FRAMES, ERROR = "model_call", "tool_call", "frames", "error"
+# What the model server said when it refused (status, type, its whole message).
+MODEL_ERROR = "model_error"
 # Each tool input, tool output and error message is stored up to this many characters.
 MAX_FIELD_CHARS = 4_000
 REDACTED = "[redacted]"
@@ -180,6 +183,7 @@ class RunLog:
         }
         if error is not None:
             data["error"] = capped(self.redactor.text(_error_text(error)))
+            data["error_status"] = getattr(error, "status", None)
         return data
 
     def tool_call(
@@ -212,6 +216,18 @@ class RunLog:
 
     def error(self, code: str, message: str) -> None:
         self._add(ERROR, {"code": code, "message": capped(self.redactor.text(message))})
+
+    def model_error(self, error: Any) -> None:
+        """The model error a run ended with, in full: its HTTP status, type and the
+        server's whole message (redacted, capped), whatever call raised it."""
+        self._add(
+            MODEL_ERROR,
+            {
+                "status": getattr(error, "status", None),
+                "code": getattr(error, "code", None) or type(error).__name__,
+                "message": capped(self.redactor.text(getattr(error, "message", str(error)))),
+            },
+        )
 
     def exception(self) -> None:
         """The exception being handled, with the end of its traceback (where it failed)."""
@@ -367,6 +383,9 @@ def describe(entry: RunLogEntry, preview_chars: int | None = 160) -> str:
         return ", ".join(f"{kind} ×{n}" for kind, n in counts.items()) or "none"
     if entry.kind == ERROR:
         return f"{data.get('code')}: {data.get('message')}"
+    if entry.kind == MODEL_ERROR:
+        status = f"HTTP {data['status']} · " if data.get("status") is not None else ""
+        return f"{status}{data.get('code')}: {_preview(data.get('message') or '', None)}"
     return json.dumps(data, ensure_ascii=False, default=str)
 
 
@@ -381,7 +400,8 @@ def _describe_model_call(data: dict[str, Any]) -> str:
         request += f", thinking {data['thinking']:,}"
     parts = [str(data.get("model")), request]
     if "error" in data:
-        parts.append(f"ERROR {data['error']}")
+        status = f" (HTTP {data['error_status']})" if data.get("error_status") is not None else ""
+        parts.append(f"ERROR {_preview(data['error'], None)}{status}")
     else:
         tokens = (
             f"in {usage.get('input_tokens', 0):,} / out {usage.get('output_tokens', 0):,} tokens"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,12 @@ import anthropic
 import httpx2 as httpx
 
 from app.config import Settings
+from app.llm.errors import NOT_MESSAGES_API
+
+# What a model error says when the server answered with a web page (a wrong base URL).
+HTML_REPLY = "the server answered with an HTML page, not the Messages API"
+# A plain-text error body is kept up to this many characters.
+MAX_TEXT_BODY_CHARS = 2_000
 
 # Error types the API may send mid-stream that are worth another try.
 TRANSIENT_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
@@ -21,7 +28,8 @@ MID_STREAM_RETRIES = 2
 
 
 class ModelError(Exception):
-    """The model could not answer. `code` is stable, `message` is for people."""
+    """The model could not answer. `code` is stable; `message` is the server's own words,
+    for the run log (app.llm.errors.plain_reason says it to people)."""
 
     def __init__(self, code: str, message: str, *, status: int | None = None):
         super().__init__(message)
@@ -167,15 +175,84 @@ def _usage(usage: Any) -> dict[str, int]:
 def _error_type(error: anthropic.APIStatusError) -> str:
     body = error.body if isinstance(error.body, dict) else {}
     inner = body.get("error", body)
-    return inner.get("type", "") if isinstance(inner, dict) else ""
+    kind = inner.get("type", "") if isinstance(inner, dict) else ""
+    if not isinstance(kind, str) or kind in ("None", "null"):  # LiteLLM sends "None"
+        return ""
+    if not kind and _looks_like_html(_body_text(error), _content_type(error.response)):
+        return NOT_MESSAGES_API
+    return kind
 
 
 def _error_message(error: anthropic.APIStatusError) -> str:
-    body = error.body if isinstance(error.body, dict) else {}
-    inner = body.get("error", body)
-    if isinstance(inner, dict) and inner.get("message"):
-        return str(inner["message"])
-    return str(error)
+    """The server's own words: the Messages API's `error.message`, the shapes other servers
+    use ({"error": "..."}, {"detail": ...}), a plain-text body, or a short note for a
+    body that is not the Messages API at all (an HTML page from a wrong base URL)."""
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str) and inner.strip():
+            return inner
+        detail = body.get("detail") or body.get("message")
+        if isinstance(detail, str) and detail.strip():
+            return detail
+        if (
+            isinstance(detail, list)
+            and detail
+            and all(isinstance(item, dict) and item.get("msg") for item in detail)
+        ):  # a FastAPI validation error (a 422 from some proxies)
+            return "; ".join(_validation_item(item) for item in detail)
+        return json.dumps(body, ensure_ascii=False, default=str)
+    return _not_json_message(_body_text(error), _content_type(error.response), error.status_code)
+
+
+def _validation_item(item: dict[str, Any]) -> str:
+    where = ".".join(str(part) for part in item.get("loc") or ())
+    return f"{where}: {item['msg']}" if where else str(item["msg"])
+
+
+def _body_text(error: anthropic.APIStatusError) -> str:
+    if isinstance(error.body, str):
+        return error.body
+    return "" if error.body is None else json.dumps(error.body, default=str)
+
+
+def _content_type(response: httpx.Response | None) -> str:
+    return (response.headers.get("content-type", "") if response is not None else "").lower()
+
+
+def _looks_like_html(text: str, content_type: str) -> bool:
+    head = text.lstrip()[:512].lower()
+    return "text/html" in content_type or head.startswith(("<!doctype html", "<html", "<head"))
+
+
+def _not_json_message(text: str, content_type: str, status: int | None) -> str:
+    """What a body that is not Messages API JSON says, briefly."""
+    if _looks_like_html(text, content_type):
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
+        named = f" titled {' '.join(title.group(1).split())[:80]!r}" if title else ""
+        return f"{HTML_REPLY} (HTTP {status}{named})"
+    text = " ".join(text.split())
+    if not text:
+        return f"the server answered HTTP {status} with an empty body"
+    return text if len(text) <= MAX_TEXT_BODY_CHARS else text[:MAX_TEXT_BODY_CHARS] + "…"
+
+
+def _start_of(response: httpx.Response, limit: int = 65_536) -> str:
+    """The first `limit` bytes of a streamed body, as text."""
+    data = b""
+    for chunk in response.iter_bytes():
+        data += chunk
+        if len(data) >= limit:
+            break
+    return data[:limit].decode("utf-8", "replace")
+
+
+def _model_error(error: anthropic.APIStatusError) -> ModelError:
+    return ModelError(
+        _error_type(error) or "api_error", _error_message(error), status=error.status_code
+    )
 
 
 class ModelClient:
@@ -206,7 +283,7 @@ class ModelClient:
                 ):
                     time.sleep(random.uniform(0.2, 0.6) * (attempt + 1))
                     continue
-                raise ModelError(kind or "api_error", message, status=error.status_code) from error
+                raise _model_error(error) from error
             except (anthropic.APIConnectionError, httpx.TransportError) as error:
                 # A connection that drops mid-stream surfaces as the transport's own error.
                 raise ModelError(
@@ -225,6 +302,14 @@ class ModelClient:
                 connect=10.0, read=float(self.settings.max_run_seconds), write=30.0, pool=30.0
             )
         stream = self.anthropic.messages.create(stream=True, **request, **options)
+        content_type = _content_type(stream.response)
+        if "text/html" in content_type:
+            # A wrong base URL that answers 200 with a web page: the SDK would read no events.
+            page = _start_of(stream.response)
+            stream.close()
+            raise ModelError(
+                NOT_MESSAGES_API, _not_json_message(page, content_type, 200), status=200
+            )
         if watch is not None:
             watch.stream_opened(stream.response)
         try:
@@ -270,11 +355,12 @@ class ModelClient:
         try:
             message = self.anthropic.messages.create(**request)
         except anthropic.APIStatusError as error:
-            raise ModelError(
-                _error_type(error) or "api_error", _error_message(error), status=error.status_code
-            ) from error
+            raise _model_error(error) from error
         except anthropic.APIConnectionError as error:
             raise ModelError("connection_error", f"Could not reach the model: {error}") from error
+        if isinstance(message, str):
+            # A 200 that is not JSON: the SDK hands back the body's text.
+            raise ModelError(NOT_MESSAGES_API, _not_json_message(message, "", 200), status=200)
         content = [b.model_dump(exclude_none=True) for b in message.content]
         return AssistantTurn(
             content=content, stop_reason=message.stop_reason, usage=_usage(message.usage)
