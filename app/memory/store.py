@@ -270,6 +270,9 @@ FORGET = re.compile(
 REMEMBER = re.compile(r"^\s*(please\s+)?(remember|note|keep in mind)\s+(that\s+)?", re.I)
 
 
+FALLBACK_REASON = "Saved as written."
+
+
 def fallback_operations(text: str) -> list[Operation]:
     """Without the model: an explicit "forget X" is honoured, anything else is added as
     facts (one per line or sentence); duplicates are merged when applied."""
@@ -289,7 +292,7 @@ def fallback_operations(text: str) -> list[Operation]:
                 raise MemoryRefused(
                     f"A remembered fact can be at most {MAX_FACT_CHARS} characters."
                 )
-            operations.append(Operation("add", fact, reason="Saved as written."))
+            operations.append(Operation("add", fact, reason=FALLBACK_REASON))
     return operations
 
 

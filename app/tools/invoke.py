@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from app.llm.client import ModelError, StreamAborted, StreamCancelled
+from app.llm.errors import error_detail, plain_reason, redact
 from app.tools.context import ToolContext
 from app.tools.registry import Pause, Tool, ToolFailure, ToolResult
 
@@ -21,6 +22,7 @@ def invoke(
     back and the model is told what went wrong. `approved`: the person allowed a held
     call, so its approved handler runs with the card's arguments."""
     handler = (tool.on_approved or tool.handler) if approved else tool.handler
+    secrets = [context.settings.anthropic_api_key]
     try:
         outcome = handler(context, arguments)
     except (StreamCancelled, StreamAborted):
@@ -30,8 +32,11 @@ def invoke(
         return ToolResult(str(failure), is_error=True)
     except ModelError as error:
         context.session.rollback()
-        log.warning("tool %s: model error %s: %s", tool.name, error.code, error.message)
-        return ToolResult(f"The {tool.name} tool could not reach the model: {error.message}", True)
+        log.warning("tool %s: %s", tool.name, redact(error_detail(error), secrets))
+        reason = plain_reason(error, secrets)
+        return ToolResult(
+            f"The {tool.name} tool could not get an answer from the model: {reason}", True
+        )
     except Exception:
         reference = uuid.uuid4().hex[:8]
         log.exception(

@@ -136,6 +136,46 @@ def test_tool_errors_are_flagged(app, chat, fake_model):
     assert tool["output"]
 
 
+def test_a_quoted_number_is_taken_as_a_number_and_the_log_says_so(app, chat, fake_model):
+    chat_id = chat.new_chat()
+    offer_id = _offer(app, "Calm Mornings")
+    fake_model.script(
+        Turn(tool_use("get_offer", {"offer_id": f"{offer_id}"})),
+        Turn(text("Calm Mornings costs $490.")),
+    )
+
+    run_id = chat.send(chat_id, "What does my offer cost?")
+    assert chat.wait(run_id)["status"] == "completed"
+
+    result = fake_model.requests[-1]["messages"][-1]["content"][0]
+    assert "is_error" not in result and "Calm Mornings" in result["content"]
+    assert len(fake_model.requests) == 2, "no iteration spent on a refused call"
+    (tool,) = [e.data for e in _entries(app, run_id) if e.kind == "tool_call"]
+    assert tool["is_error"] is False and tool["coerced"] == ["offer_id"]
+    assert json.loads(tool["input"]) == {"offer_id": offer_id}
+
+
+def test_a_crashing_tool_answers_with_a_reference_that_is_in_the_server_log(
+    app, chat, fake_model, caplog
+):
+    from app.tools.registry import Tool
+
+    def crash(ctx, args):
+        raise RuntimeError("disk on fire")
+
+    app.extensions["services"].tools.add(
+        Tool("crash", "Crashes.", {"type": "object"}, category="read", handler=crash)
+    )
+    fake_model.script(Turn(tool_use("crash", {})), Turn(text("Something broke.")))
+    chat_id = chat.new_chat()
+    assert chat.wait(chat.send(chat_id, "Crash"))["status"] == "completed"
+
+    result = fake_model.requests[-1]["messages"][-1]["content"][0]
+    assert result["is_error"] is True and "disk on fire" not in result["content"]
+    reference = result["content"].rsplit("reference ", 1)[1].rstrip(").")
+    assert any(reference in record.getMessage() for record in caplog.records)
+
+
 def test_secrets_in_tool_input_and_output_never_reach_the_log(make_app, fake_model, auth):
     api_key = "sk-ant-api03-very-secret-key-0123456789"
     app = make_app(anthropic_base_url=fake_model.base_url, anthropic_api_key=api_key)

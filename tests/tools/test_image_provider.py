@@ -44,6 +44,7 @@ class ImagesAPI:
         self.payload: dict | bytes = {"created": 1, "data": [{"b64_json": ""}]}
         self.delay = 0.0
         self.image = tiny_png()
+        self.on_request = None  # called while the request waits for its answer
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -56,6 +57,8 @@ class ImagesAPI:
                         "body": json.loads(self.rfile.read(length) or b"{}"),
                     }
                 )
+                if api.on_request is not None:
+                    api.on_request()
                 if api.delay:
                     time.sleep(api.delay)
                 payload = api.payload

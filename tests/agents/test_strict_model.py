@@ -1,0 +1,153 @@
+"""Against a model that knows only what the request tells it (the fake's strict mode: a
+forced tool call is answered with an instance of the tool's own schema, a request that only
+describes JSON in prose gets prose and a guess), every shipped agent, every structured
+build tool, memory reconcile and the onboarding starters complete on their first try."""
+
+from __future__ import annotations
+
+import pytest
+from jsonschema import Draft202012Validator
+from sqlalchemy import select
+
+from app.accounts.onboarding import default_starters, write_starters
+from app.agents.catalog import load_agents
+from app.agents.outputs import answer_tool_name
+from app.chat.models import Conversation
+from app.memory.models import MemoryChange, UserMemory
+from app.memory.store import FALLBACK_REASON
+from app.workspace.models import Character, Offer, Output, Persona
+from tests.chat.conftest import ChatDriver
+from tests.fake_model import Turn, text, tool_use
+
+AGENTS = {agent.slug: agent for agent in load_agents()}
+
+
+@pytest.fixture
+def app(make_app, fake_model):
+    fake_model.strict = True
+    return make_app(anthropic_base_url=fake_model.base_url)
+
+
+@pytest.fixture
+def chat(app, auth):
+    user_id = auth.create()
+    auth.login()
+    driver = ChatDriver(app, auth.client, auth)
+    driver.user_id = user_id
+    return driver
+
+
+def _workspace(app, user_id) -> dict[str, int]:
+    with app.extensions["database"].session() as session:
+        offer = Offer(user_id=user_id, name="Calm Mornings", description="Coaching")
+        session.add(offer)
+        session.flush()
+        persona = Persona(user_id=user_id, offer_id=offer.id, name="Busy founder")
+        session.add(persona)
+        session.commit()
+        return {"offer": offer.id, "persona": persona.id}
+
+
+def _outputs(app) -> list[Output]:
+    with app.extensions["database"].session() as session:
+        return session.scalars(select(Output).order_by(Output.id)).all()
+
+
+@pytest.mark.parametrize("slug", sorted(AGENTS))
+def test_each_agent_completes_on_its_first_try(app, chat, fake_model, slug):
+    agent = AGENTS[slug]
+    ids = _workspace(app, chat.user_id)
+    fake_model.script(
+        Turn(tool_use(agent.tool_name, {"instructions": "Write it", "offer_id": ids["offer"]})),
+        Turn(text("Here it is.")),
+    )
+    chat_id = chat.new_chat()
+    assert chat.wait(chat.send(chat_id, f"Use {slug}"))["status"] == "completed"
+
+    assert fake_model.strict_answers == [answer_tool_name(agent.name)], "one try"
+    assert fake_model.rejections == []
+    [output] = _outputs(app)
+    assert output.agent == slug and output.offer_id == ids["offer"]
+    assert list(Draft202012Validator(agent.output_schema).iter_errors(output.content)) == []
+    result = fake_model.requests[-1]["messages"][-1]["content"][0]
+    assert "is_error" not in result and str(output.id) in result["content"]
+
+
+def _build_chat(app, chat) -> int:
+    chat_id = chat.new_chat()
+    with app.extensions["database"].session() as session:
+        session.get(Conversation, chat_id).tool_phase = "build"
+        session.commit()
+    return chat_id
+
+
+@pytest.mark.parametrize(
+    ("tool", "slug"),
+    [("generate_element_sheet", "element-sheet"), ("create_storyboard", "storyboard")],
+)
+def test_each_structured_build_tool_completes_on_its_first_try(app, chat, fake_model, tool, slug):
+    ids = _workspace(app, chat.user_id)
+    fake_model.script(
+        Turn(tool_use(tool, {"offer_id": ids["offer"]})),
+        Turn(text("Saved.")),
+    )
+    chat_id = _build_chat(app, chat)
+    assert chat.wait(chat.send(chat_id, "Make it"))["status"] == "completed"
+
+    assert len(fake_model.strict_answers) == 1, "one try"
+    assert fake_model.rejections == []
+    [output] = _outputs(app)
+    assert output.agent == slug
+    result = fake_model.requests[-1]["messages"][-1]["content"][0]
+    assert "is_error" not in result
+
+
+def test_a_cast_list_completes_on_its_first_try_and_saves_once_allowed(app, chat, fake_model):
+    ids = _workspace(app, chat.user_id)
+    fake_model.script(
+        Turn(
+            tool_use(
+                "propose_cast_list",
+                {"persona_id": ids["persona"], "offer_id": ids["offer"], "count": 2},
+                id="toolu_cast",
+            )
+        ),
+        Turn(text("Saved your cast.")),
+    )
+    chat_id = _build_chat(app, chat)
+    assert chat.wait(chat.send(chat_id, "Cast two characters"))["status"] == "awaiting"
+    assert fake_model.strict_answers == ["submit_cast_list"]
+    card = next(r for r in chat.rows(chat_id) if r["kind"] == "card")["card"]
+    assert len(card["arguments"]["characters"]) == 2
+
+    answered = chat.answer(chat_id, "toolu_cast", {"approved": True})
+    assert answered.status_code == 202, answered.get_json()
+    assert chat.wait(answered.get_json()["runId"])["status"] == "completed"
+    with app.extensions["database"].session() as session:
+        saved = session.scalars(select(Character)).all()
+    assert [c.persona_id for c in saved] == [ids["persona"], ids["persona"]]
+
+
+def test_remember_reconciles_through_the_model_on_its_first_try(app, chat, fake_model):
+    fake_model.script(
+        Turn(tool_use("remember", {"instruction": "I prefer short headlines"})),
+        Turn(text("Noted.")),
+    )
+    chat_id = chat.new_chat()
+    chat.wait(chat.send(chat_id, "Remember that I prefer short headlines"))
+
+    assert fake_model.strict_answers == ["submit_memory_operations"]
+    with app.extensions["database"].session() as session:
+        memory = session.get(UserMemory, chat.user_id)
+        reasons = session.scalars(select(MemoryChange.reason)).all()
+    # The model's operations were applied, not the rules' fallback (which saves the
+    # sentence as typed).
+    assert memory.facts and reasons and FALLBACK_REASON not in reasons
+
+
+def test_onboarding_starters_are_the_models_on_their_first_try(app, fake_model):
+    starters = write_starters(app.extensions["services"], "Founder", "Acme Roasters", "")
+
+    assert fake_model.strict_answers == ["submit_starters"]
+    assert starters != default_starters()
+    assert 3 <= len(starters) <= 4 and all(s["title"] and s["prompt"] for s in starters)
