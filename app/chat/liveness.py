@@ -45,6 +45,10 @@ class StreamWatch:
         self.streaming = False
         self.reasoning = 0
         self.aborted: str | None = None
+        # Set when the run lets go of its watch, before it publishes Done; a keepalive is
+        # published only under `keepalive_lock` while this is unset, so none follows Done.
+        self.released = False
+        self.keepalive_lock = threading.Lock()
         self._connection: Any = None
         self._lock = threading.Lock()
 
@@ -141,8 +145,13 @@ class LivenessMonitor:
         return watch
 
     def release(self, run_id: int) -> None:
+        """The run is ending: no keepalive of it is published once this returns (a beat
+        publishing one right now is waited for), so its Done, published after, is last."""
         with self._lock:
-            self._runs.pop(run_id, None)
+            watch = self._runs.pop(run_id, None)
+        if watch is not None:
+            with watch.keepalive_lock:
+                watch.released = True
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -196,6 +205,9 @@ class LivenessMonitor:
         statement commits on its own: a run's writes lock its conversation and then its run
         (a row, then the run's end), others the other way round, so a heartbeat holding
         both at once could deadlock with them on PostgreSQL."""
+        watches = [w for w in watches if not w.released]
+        if not watches:
+            return
         run_ids = [w.run_id for w in watches]
         now = utcnow()
         with self.database.session() as session:
@@ -208,4 +220,7 @@ class LivenessMonitor:
             )
             session.commit()
         for watch in watches:
-            self.hub.publish(watch.conversation_id, ev.Keepalive(watch.run_id))
+            # A run may have ended since the list was made (and published Done).
+            with watch.keepalive_lock:
+                if not watch.released:
+                    self.hub.publish(watch.conversation_id, ev.Keepalive(watch.run_id))

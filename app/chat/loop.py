@@ -132,6 +132,7 @@ class HostLoop:
                 self.meter()
             changed = self.conversation_changed()
         self.services.cancellations.discard(self.run_id)
+        # Released before Done is published: no keepalive of this run can follow its Done.
         self.services.liveness.release(self.run_id)
         done = ev.Done(self.run_id, status)
         if done_counted:
