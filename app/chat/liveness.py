@@ -190,15 +190,17 @@ class LivenessMonitor:
             watch.abort("idle")
 
     def poll_cancellations(self, watches: list[StreamWatch]) -> None:
-        """Stop pressed in another process: one query for every run here."""
+        """Stop pressed, or the chat deleted, in another process: one query for every run
+        here. A run whose row is gone was deleted with its conversation."""
         run_ids = [w.run_id for w in watches]
         with self.database.session() as session:
-            stopped = session.scalars(
-                select(Run.id).where(Run.id.in_(run_ids), Run.status == RUN_CANCELLED)
-            ).all()
+            statuses = dict(
+                session.execute(select(Run.id, Run.status).where(Run.id.in_(run_ids))).all()
+            )
             session.commit()
-        for run_id in stopped:
-            self.cancellations.add(run_id)
+        for run_id in run_ids:
+            if statuses.get(run_id, RUN_CANCELLED) == RUN_CANCELLED:
+                self.cancellations.add(run_id)
 
     def beat(self, watches: list[StreamWatch]) -> None:
         """One statement per table for every run alive here, then a keepalive each. Each
