@@ -15,6 +15,9 @@ DEFAULT_INSTANCE = PROJECT_ROOT / "instance"
 DEFAULT_HOST_MODEL = "claude-sonnet-5-5"
 DEFAULT_FAST_MODEL = "claude-haiku-5-5"
 DEFAULT_IMAGE_MODEL = "gpt-image-1"
+# The built-in demo model's name: what host requests, run logs and usage name while it
+# answers (app/llm/demo.py reports the model a request names).
+DEMO_MODEL_NAME = "loopdesk-demo"
 
 
 def _bool(value: str | None, default: bool) -> bool:
@@ -122,6 +125,12 @@ class Settings:
     @property
     def uses_demo_model(self) -> bool:
         return self.model_provider == "demo"
+
+    @property
+    def host_model_name(self) -> str:
+        """The model that answers host calls: HOST_MODEL, or the demo model when it is the
+        one answering (whatever HOST_MODEL says)."""
+        return DEMO_MODEL_NAME if self.uses_demo_model else self.host_model
 
 
 def load_settings(overrides: dict | None = None, env: dict | None = None) -> Settings:

@@ -37,7 +37,10 @@ def usage_key(conversation_id: int, turn_index: int) -> str:
 
 
 def run_credits(settings: Settings, billable_tool_calls: int) -> int:
-    """The host model's weight plus one credit per billable tool call."""
+    """The host model's weight plus one credit per billable tool call. Nothing on the
+    built-in demo model: it runs in-process, and its agents' calls are the demo too."""
+    if settings.uses_demo_model:
+        return 0
     weight = settings.model_credit_weights.get(settings.host_model, settings.default_credit_weight)
     return weight + billable_tool_calls
 
@@ -68,7 +71,7 @@ def _record(session: Session, settings: Settings, run_id: int, billable_tool_cal
         "user_id": run.user_id,
         "conversation_id": run.conversation_id,
         "run_id": run.id,
-        "model": settings.host_model,
+        "model": settings.host_model_name,
         "billable_tool_calls": billable_tool_calls,
         "credits": run_credits(settings, billable_tool_calls),
         "month": month_of(),

@@ -91,7 +91,7 @@ class HostRequestBuilder:
         fixed = math.ceil((estimate_tools(schemas) + estimate_text(system)) * factor)
         budget = input_budget(settings.context_window_tokens, max_tokens, fixed, 0)
         request = {
-            "model": settings.host_model,
+            "model": settings.host_model_name,
             "max_tokens": max_tokens,
             "system": system,
             "tools": schemas,

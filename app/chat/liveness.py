@@ -45,6 +45,10 @@ class StreamWatch:
         self.streaming = False
         self.reasoning = 0
         self.aborted: str | None = None
+        # Set when the run lets go of its watch, before it publishes Done; a keepalive is
+        # published only under `keepalive_lock` while this is unset, so none follows Done.
+        self.released = False
+        self.keepalive_lock = threading.Lock()
         self._connection: Any = None
         self._lock = threading.Lock()
 
@@ -141,8 +145,13 @@ class LivenessMonitor:
         return watch
 
     def release(self, run_id: int) -> None:
+        """The run is ending: no keepalive of it is published once this returns (a beat
+        publishing one right now is waited for), so its Done, published after, is last."""
         with self._lock:
-            self._runs.pop(run_id, None)
+            watch = self._runs.pop(run_id, None)
+        if watch is not None:
+            with watch.keepalive_lock:
+                watch.released = True
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -181,21 +190,26 @@ class LivenessMonitor:
             watch.abort("idle")
 
     def poll_cancellations(self, watches: list[StreamWatch]) -> None:
-        """Stop pressed in another process: one query for every run here."""
+        """Stop pressed, or the chat deleted, in another process: one query for every run
+        here. A run whose row is gone was deleted with its conversation."""
         run_ids = [w.run_id for w in watches]
         with self.database.session() as session:
-            stopped = session.scalars(
-                select(Run.id).where(Run.id.in_(run_ids), Run.status == RUN_CANCELLED)
-            ).all()
+            statuses = dict(
+                session.execute(select(Run.id, Run.status).where(Run.id.in_(run_ids))).all()
+            )
             session.commit()
-        for run_id in stopped:
-            self.cancellations.add(run_id)
+        for run_id in run_ids:
+            if statuses.get(run_id, RUN_CANCELLED) == RUN_CANCELLED:
+                self.cancellations.add(run_id)
 
     def beat(self, watches: list[StreamWatch]) -> None:
         """One statement per table for every run alive here, then a keepalive each. Each
         statement commits on its own: a run's writes lock its conversation and then its run
         (a row, then the run's end), others the other way round, so a heartbeat holding
         both at once could deadlock with them on PostgreSQL."""
+        watches = [w for w in watches if not w.released]
+        if not watches:
+            return
         run_ids = [w.run_id for w in watches]
         now = utcnow()
         with self.database.session() as session:
@@ -208,4 +222,7 @@ class LivenessMonitor:
             )
             session.commit()
         for watch in watches:
-            self.hub.publish(watch.conversation_id, ev.Keepalive(watch.run_id))
+            # A run may have ended since the list was made (and published Done).
+            with watch.keepalive_lock:
+                if not watch.released:
+                    self.hub.publish(watch.conversation_id, ev.Keepalive(watch.run_id))

@@ -65,6 +65,8 @@ def execute_run(services: Services, run_id: int) -> str | None:
     with services.database.session() as session:
         claimed = claim_run(session, run_id)
         if claimed is None:
+            # Stopped, or deleted with its conversation, before it began: nothing to cancel.
+            services.cancellations.discard(run_id)
             return None
         conversation_id, user_id = claimed
         host = HostLoop(services, run_id, conversation_id, user_id)
@@ -120,11 +122,16 @@ class HostLoop:
             self.run_log.model_error(error)  # the full reason; the person gets the short one
             status = self._fail(error.code, _model_error_text(error, secret))
         except Exception:
-            log.exception("run %s failed", self.run_id)
-            self.run_log.exception()
-            status = self._fail(
-                "internal", "Something went wrong while answering. Please try again."
-            )
+            if self.deleted():
+                # Its conversation was deleted under it (a write of the run found it gone):
+                # a cancellation, not a failure.
+                status = RUN_CANCELLED
+            else:
+                log.exception("run %s failed", self.run_id)
+                self.run_log.exception()
+                status = self._fail(
+                    "internal", "Something went wrong while answering. Please try again."
+                )
         else:
             # The Done frame is counted now so that the finishing transaction writes the
             # whole log (no transaction after it just for that count).
@@ -137,6 +144,7 @@ class HostLoop:
                 self.meter()
             changed = self.conversation_changed()
         self.services.cancellations.discard(self.run_id)
+        # Released before Done is published: no keepalive of this run can follow its Done.
         self.services.liveness.release(self.run_id)
         done = ev.Done(self.run_id, status)
         if done_counted:
@@ -535,10 +543,20 @@ class HostLoop:
             session.commit()
         return status, changed
 
+    def deleted(self) -> bool:
+        """The run is gone: deleted with its conversation (False when that cannot be read:
+        the failure is then reported as one)."""
+        try:
+            with self.services.database.session() as session:
+                return run_status(session, self.run_id) is None
+        except Exception:
+            return False
+
     def _fail(self, code: str, message: str) -> str:
         self.run_log.error(code, message)
         with self.services.database.session() as session:
-            if run_status(session, self.run_id) == RUN_CANCELLED:
+            # Stopped, or deleted with its conversation (no row to show the error in).
+            if run_status(session, self.run_id) in (RUN_CANCELLED, None):
                 return RUN_CANCELLED
             row = insert_message(
                 session,

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.chat.models import Run, RunLogEntry
@@ -246,6 +247,10 @@ class RunLog:
             with self.database.session() as session:
                 session.add_all(entries)
                 session.commit()
+        except IntegrityError:
+            # Entries reference only their run and conversation: both were deleted (the
+            # person deleted the chat), and the log would have gone with them.
+            log.info("run %s: deleted, %d log entries dropped", self.run_id, len(entries))
         except Exception:
             log.warning("run %s: could not write %d log entries", self.run_id, len(entries))
 

@@ -31,8 +31,9 @@ from typing import Any
 
 import httpx2 as httpx
 
+from app.config import DEMO_MODEL_NAME
+
 DEFAULT_DELAY = 0.015
-DEMO_MODEL_NAME = "loopdesk-demo"
 
 CONFIGURE_HINT = "configure ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL for a real one"
 

@@ -449,7 +449,8 @@ def _pricing() -> dict:
     """What a reply costs, as the usage pages explain it."""
     services = current_app.extensions["services"]
     return {
-        "model": services.settings.host_model,
+        "model": services.settings.host_model_name,
+        "demo": services.settings.uses_demo_model,
         "per_run": run_credits(services.settings, 0),
         "billable": sorted(tool.name for tool in services.tools.all() if tool.billable),
     }

@@ -37,7 +37,7 @@ from app.web.access import is_htmx, owned_conversation, owned_or_404
 from app.web.errors import ApiError, error_response
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
-from app.web.turns import start_turn, stop_conversation
+from app.web.turns import delete_conversation, start_turn, stop_conversation
 from app.workspace.attachments import (
     AttachmentRefused,
     attachments_for,
@@ -206,9 +206,8 @@ def item(conversation_id: int):
 @bp.post("/chats/<int:conversation_id>/delete")
 @login_required
 def delete(conversation_id: int):
-    session = db_session()
-    session.delete(owned_or_404(Conversation, conversation_id))
-    session.commit()
+    conversation = owned_or_404(Conversation, conversation_id)
+    delete_conversation(conversation.id)
     if is_htmx():
         response = make_response("", 200)
         if (

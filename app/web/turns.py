@@ -8,7 +8,7 @@ from flask_login import current_user
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.events import ConversationChanged, RowPersisted
 from app.chat.models import Conversation
-from app.chat.runs import cancel_active_run
+from app.chat.runs import active_run, cancel_active_run, lock_conversation
 from app.chat.turns import StartedTurn, TurnRejected, submit_message, submit_tool_response
 from app.web.errors import ApiError
 from app.web.identity import db_session
@@ -53,3 +53,19 @@ def stop_conversation(conversation_id: int):
     if run is not None:
         current_app.extensions["services"].cancellations.add(run.id)
     return run
+
+
+def delete_conversation(conversation_id: int) -> None:
+    """Delete the conversation with its rows and runs. A run answering in it is cancelled
+    first: here at once (its stream is cut at the next event), in another process when
+    its monitor finds the run gone."""
+    session = db_session()
+    conversation = lock_conversation(session, conversation_id)
+    if conversation is None:
+        session.rollback()
+        return
+    run = active_run(session, conversation_id)
+    session.delete(conversation)
+    session.commit()
+    if run is not None:
+        current_app.extensions["services"].cancellations.add(run.id)

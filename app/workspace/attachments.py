@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.chat.models import Message
+from app.chat.models import Conversation, Message
 from app.workspace.models import Attachment
 
 DEFAULT_MAX_BYTES = 5_000_000
@@ -146,6 +146,7 @@ def store_attachment(
         size=len(data),
         data=data,
         text=text,
+        after_sequence=_latest_sequence(session, conversation_id),
     )
     session.add(attachment)
     session.flush()
@@ -338,18 +339,36 @@ def attachments_for(
     return [AttachmentSummary(*row) for row in rows]
 
 
+def _latest_sequence(session: Session, conversation_id: int | None) -> int:
+    """The conversation's latest row sequence, read under the conversation's lock (the one
+    every writer of its rows takes first): a message written at the same moment either
+    comes before the attachment, and is counted here, or after it, and sees it."""
+    if conversation_id is None:
+        return 0
+    session.execute(
+        select(Conversation.id).where(Conversation.id == conversation_id).with_for_update()
+    )
+    latest = session.scalar(
+        select(func.max(Message.sequence)).where(Message.conversation_id == conversation_id)
+    )
+    return latest or 0
+
+
 def attachment_note(
     session: Session, conversation_id: int, since_sequence: int | None = None
 ) -> str:
     """Lines for the model-facing text of a new user message, naming the attachments added
     to the conversation after the row `since_sequence` (the person's previous message);
-    None looks that row up (the latest user row), 0 means every attachment. Call it before
-    inserting the new message. Empty when there is nothing new."""
+    None looks that row up (the latest message the person typed: not the hidden
+    tool-result rows, also role "user", that runs and card answers write), 0 means every
+    attachment. Call it before inserting the new message. Empty when there is nothing
+    new. Ordered by sequence: an attachment belongs after the row that was latest when it
+    was uploaded."""
     if since_sequence is None:
         since_sequence = (
             session.scalar(
                 select(Message.sequence)
-                .where(Message.conversation_id == conversation_id, Message.role == "user")
+                .where(Message.conversation_id == conversation_id, Message.kind == "user")
                 .order_by(Message.sequence.desc())
                 .limit(1)
             )
@@ -359,13 +378,7 @@ def attachment_note(
         Attachment.conversation_id == conversation_id
     )
     if since_sequence > 0:
-        since = session.scalar(
-            select(Message.created_at).where(
-                Message.conversation_id == conversation_id, Message.sequence == since_sequence
-            )
-        )
-        if since is not None:
-            query = query.where(Attachment.created_at > since)
+        query = query.where(Attachment.after_sequence >= since_sequence)
     rows = session.execute(query.order_by(Attachment.id)).all()
     return "\n".join(
         f"[Attached: {_note_name(row.filename)} (attachment id {row.id}); "

@@ -137,4 +137,8 @@ class Attachment(Base):
     size: Mapped[int]
     data: Mapped[bytes] = mapped_column(LargeBinary)
     text: Mapped[str] = mapped_column(Text, default="")
+    # The conversation's latest message sequence when the file was attached: it belongs
+    # after that row, and is announced with the person's next message (timestamps cannot
+    # order it against rows written at the same moment).
+    after_sequence: Mapped[int] = mapped_column(default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

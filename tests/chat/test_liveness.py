@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from app.chat.events import Keepalive
+from app.chat.events import Done, Keepalive
 from app.chat.models import Conversation, Run
 from app.chat.stale import INTERRUPTED, sweep
 from app.db import utcnow
@@ -158,6 +158,72 @@ def test_a_run_past_max_run_seconds_ends(make_app, fake_model, auth):
     assert run["status"] == "error"
     assert time.monotonic() - started < 3.5
     assert "took too long" in chat.rows(chat_id)[-1]["content"]
+
+
+def test_no_keepalive_follows_the_runs_done(make_app, fake_model, auth):
+    """The monitor lists the runs alive here, then beats them (database writes, then a
+    keepalive each). A run that ends in between has published its Done by the time the
+    beat publishes: its keepalive must not follow (a page would take the run as alive
+    again). The monitor's tick is driven here, paused at that very moment."""
+    app, chat = _driver(make_app, fake_model, auth)
+    services = app.extensions["services"]
+    monitor = services.liveness
+    monitor.stop()  # no background ticks: this test makes the one that matters
+    fake_model.script(Turn(text("word " * 20), token_delay=0.05))
+    chat_id = chat.new_chat()
+    subscription = services.hub.subscribe(chat_id)
+    received: list = []
+    done = threading.Event()
+    fence = Keepalive(0)  # published last: everything before it has arrived with it
+
+    def listen():
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            event = subscription.get(timeout=0.05)
+            if event == fence:
+                return
+            if event is not None:
+                received.append(event)
+                if isinstance(event, Done):
+                    done.set()
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    run_id = chat.send(chat_id, "Hello")
+    deadline = time.monotonic() + 5
+    while run_id not in monitor._runs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    database = monitor.database
+
+    class ReachedAfterDone:
+        """The monitor's database, answering only once the run has published Done."""
+
+        def session(self):
+            assert done.wait(10), "the run never finished"
+            return database.session()
+
+    beaten: list[int] = []
+    beat = monitor.beat
+
+    def recording_beat(watches):
+        beaten.extend(w.run_id for w in watches)
+        beat(watches)
+
+    monitor.database = ReachedAfterDone()
+    monitor.beat = recording_beat
+    monitor._last_beat = monitor._last_cancel_poll = float("-inf")
+    try:
+        monitor.tick(time.monotonic())
+    finally:
+        monitor.database = database
+    services.hub.publish(chat_id, fence)
+    listener.join(10)
+
+    assert run_id in beaten, "the beat did not see the run alive"
+    kinds = [(type(e).__name__, getattr(e, "run_id", None)) for e in received]
+    done_at = kinds.index(("Done", run_id))
+    assert ("Keepalive", run_id) not in kinds[done_at:], kinds
+    assert chat.wait(run_id)["status"] == "completed"
 
 
 def _dead_run(app, chat, chat_id: int) -> int:

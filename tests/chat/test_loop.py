@@ -315,3 +315,100 @@ def test_a_connection_dropped_mid_stream_ends_the_run_with_a_clear_error(app, ch
     assert run["status"] == "error"
     last = chat.rows(chat_id)[-1]
     assert last["kind"] == "error" and "Could not reach the model" in last["content"]
+
+
+def _delete_from_the_page(chat, chat_id):
+    """The Delete button of the chat being viewed."""
+    response = chat.client.post(
+        f"/chats/{chat_id}/delete",
+        headers={
+            **chat.auth.headers(),
+            "HX-Request": "true",
+            "HX-Current-URL": f"http://localhost/chats/{chat_id}",
+        },
+    )
+    assert response.status_code == 200
+    assert response.headers["HX-Redirect"] == "/"
+
+
+def _assert_ended_cleanly(app, chat, run_id, future, caplog, deleted_id, kept_id):
+    """The run's thread ended without raising, its bookkeeping is gone, nothing was logged
+    as an error, and the person's list no longer has the chat."""
+    import logging
+
+    services = app.extensions["services"]
+    assert future.result(timeout=5) in ("cancelled", "completed")
+    assert run_id not in services.liveness._runs
+    assert run_id not in services.cancellations
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+    assert chat.client.get(f"/api/runs/{run_id}").status_code == 404
+    assert [c["id"] for c in chat.client.get("/api/chats").get_json()["chats"]] == [kept_id]
+    page = chat.client.get("/", follow_redirects=True).get_data(as_text=True)
+    assert f'id="conv-{kept_id}"' in page and f'id="conv-{deleted_id}"' not in page
+
+
+def test_deleting_a_chat_while_it_answers_cancels_the_run_cleanly(app, chat, fake_model, caplog):
+    """Delete from the page while the reply streams: the stream is cut, the run cleaned
+    up (no error logged, no liveness watch or cancellation left), the list drops the
+    chat."""
+    fake_model.script(Turn(text("a long answer " * 80), token_delay=0.05))
+    kept_id = chat.new_chat()
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "Tell me everything")
+    fake_model.wait_for_requests(1)
+    future = app.extensions["executor"].futures[run_id]
+    started = time.monotonic()
+
+    _delete_from_the_page(chat, chat_id)
+
+    assert future.result(timeout=5) == "cancelled"
+    assert time.monotonic() - started < 3  # cut, not streamed to its end (about 12 s)
+    assert fake_model.replies == []  # the model's answer was never read to its end
+    _assert_ended_cleanly(app, chat, run_id, future, caplog, chat_id, kept_id)
+
+
+def test_deleting_a_chat_between_the_answer_and_its_row_is_a_clean_cancel(
+    app, chat, fake_model, caplog
+):
+    """The delete lands after the model answered and before the run wrote its row: the
+    write finds the conversation gone, and that is a cancellation, not a crash."""
+    deleted = threading.Event()
+
+    def after_the_delete(body):
+        assert deleted.wait(10)
+        return Turn(text("Here you go."))
+
+    fake_model.responder = after_the_delete
+    kept_id = chat.new_chat()
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "Quick one")
+    fake_model.wait_for_requests(1)
+    future = app.extensions["executor"].futures[run_id]
+
+    _delete_from_the_page(chat, chat_id)
+    deleted.set()
+
+    _assert_ended_cleanly(app, chat, run_id, future, caplog, chat_id, kept_id)
+    assert fake_model.replies, "the model did answer"
+
+
+def test_a_chat_deleted_by_another_process_cancels_the_run_here(app, chat, fake_model, caplog):
+    """Another process deleted the chat (its cancellation set is not ours): this process's
+    monitor finds the run's row gone and cuts the stream within a few seconds."""
+    fake_model.script(Turn(text("a long answer " * 80), token_delay=0.05))
+    kept_id = chat.new_chat()
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "Tell me everything")
+    fake_model.wait_for_requests(1)
+    future = app.extensions["executor"].futures[run_id]
+    started = time.monotonic()
+
+    with app.extensions["database"].session() as session:
+        session.delete(session.get(Conversation, chat_id))
+        session.commit()
+
+    assert future.result(timeout=5) == "cancelled"
+    assert time.monotonic() - started < 4
+    assert fake_model.replies == []
+    _assert_ended_cleanly(app, chat, run_id, future, caplog, chat_id, kept_id)

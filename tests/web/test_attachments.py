@@ -8,9 +8,11 @@ import io
 import pytest
 from PIL import Image
 from pypdf import PdfWriter
+from sqlalchemy import select
 from werkzeug.datastructures import FileStorage
 from werkzeug.test import encode_multipart
 
+from app.accounts.models import User
 from app.chat.rows import insert_message
 from app.tools.context import ToolContext
 from app.workspace.attachments import (
@@ -19,7 +21,7 @@ from app.workspace.attachments import (
     safe_filename,
     store_attachment,
 )
-from app.workspace.models import Attachment
+from app.workspace.models import Attachment, Offer
 from tests.web.helpers import (
     add_conversation,
     add_token,
@@ -577,3 +579,107 @@ def test_the_model_is_told_about_new_attachments(make_app, fake_model, auth):
     assert driver.rows(chat_id)[0]["content"] == "Use my brief"
     driver.wait(driver.send(chat_id, "And now?"))
     assert "Attached" not in fake_model.requests[-1]["messages"][-1]["content"][-1]["text"]
+
+
+def _chat_on_fake_model(make_app, fake_model, auth):
+    from tests.chat.conftest import ChatDriver
+
+    app = make_app(anthropic_base_url=fake_model.base_url)
+    auth.app, auth.client = app, app.test_client()
+    auth.create()
+    auth.login()
+    return app, ChatDriver(app, auth.client, auth)
+
+
+def _upload(auth, chat_id, filename, data=b"Some notes."):
+    response = auth.client.post(
+        f"/chats/{chat_id}/attachments",
+        data={"file": (io.BytesIO(data), filename, "text/plain"), "csrf_token": auth.csrf},
+        headers=HTMX,
+        content_type="multipart/form-data",
+    )
+    assert response.status_code == 201, response.get_data(as_text=True)
+
+
+def _last_user_text(request) -> str:
+    """What the model read of the person's latest message (the blocks of the last turn)."""
+    return " ".join(
+        block.get("text", "")
+        for block in request["messages"][-1]["content"]
+        if block.get("type") == "text"
+    )
+
+
+def test_an_attachment_uploaded_while_a_reply_runs_is_announced_with_the_next_message(
+    make_app, fake_model, auth
+):
+    """The run writes hidden tool-result rows (role user) after the upload: they are not
+    the person's previous message, so the file is still announced with the next one."""
+    import threading
+
+    from tests.fake_model import Turn, text, tool_use
+
+    app, driver = _chat_on_fake_model(make_app, fake_model, auth)
+    chat_id = driver.new_chat()
+    _upload(auth, chat_id, "before.txt")
+    uploaded = threading.Event()
+    replies = iter(
+        [
+            Turn(text("Let me look."), tool_use("list_offers", {})),
+            Turn(text("You have no offers yet.")),
+            Turn(text("I see the new file.")),
+            Turn(text("Anything else?")),
+        ]
+    )
+
+    def responder(body):
+        if len(fake_model.requests) == 1:
+            # The run is in flight, its tool call not made yet: the person attaches now.
+            assert uploaded.wait(10)
+        return next(replies)
+
+    fake_model.responder = responder
+    run_id = driver.send(chat_id, "What do I sell?")
+    fake_model.wait_for_requests(1)
+    _upload(auth, chat_id, "during.txt")
+    uploaded.set()
+    assert driver.wait(run_id)["status"] == "completed"
+    first = _last_user_text(fake_model.requests[0])
+    assert "[Attached: before.txt (attachment id" in first
+    assert "during.txt" not in first
+
+    driver.wait(driver.send(chat_id, "Read what I just attached"))
+    second = _last_user_text(fake_model.requests[-1])
+    assert "[Attached: during.txt (attachment id" in second
+    assert "before.txt" not in second  # announced once, with the message it came before
+
+    driver.wait(driver.send(chat_id, "Thanks"))
+    assert "Attached" not in _last_user_text(fake_model.requests[-1])
+    assert fake_model.rejections == []
+
+
+def test_an_attachment_uploaded_while_a_card_waits_is_announced_with_the_message(
+    make_app, fake_model, auth
+):
+    """A message dismisses the waiting card with a hidden tool-result row written just
+    before the note is made: the file is still announced."""
+    from tests.fake_model import Turn, text, tool_use
+
+    app, driver = _chat_on_fake_model(make_app, fake_model, auth)
+    with database(app).session() as session:
+        session.add(Offer(user_id=session.scalar(select(User.id)), name="Calm Mornings"))
+        session.commit()
+    chat_id = driver.new_chat()
+    fake_model.script(
+        Turn(
+            text("Which one?"),
+            tool_use("select_offer", {"prompt": "Which offer?"}, id="toolu_pick"),
+        ),
+        Turn(text("I see the file.")),
+    )
+    assert driver.wait(driver.send(chat_id, "Write an ad"))["status"] == "awaiting"
+    _upload(auth, chat_id, "brief.txt")
+
+    driver.wait(driver.send(chat_id, "Use my brief instead"))
+
+    assert "[Attached: brief.txt (attachment id" in _last_user_text(fake_model.requests[-1])
