@@ -50,6 +50,7 @@ def write_structured(
             shape=shape,
             max_tokens=max_tokens,
             on_progress=lambda text: ctx.emit(AgentToken(ctx.run_id, name, text)),
+            should_stop=ctx.should_stop,
         )
     finally:
         ctx.emit(Timeline(ctx.run_id, "writing", "done", agent=name))

@@ -460,6 +460,7 @@ class HostLoop:
             services=self.services,
             emit=self.emit,
             tool_use_id=tool_use["id"],
+            should_stop=self.is_cancelled,
         )
 
     # -- bookkeeping ----------------------------------------------------------------------

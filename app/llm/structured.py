@@ -130,11 +130,15 @@ def structured_call(
     shape: Shape,
     max_tokens: int,
     on_progress: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """The model's answer in `shape`, validated; raises StructuredOutputFailed after two
     retries, and lets ModelError through. `on_progress` receives the answer as it streams
-    (the tool input's JSON, or text from a server that answers in text)."""
-    callbacks = StreamCallbacks(on_text=on_progress, on_input_json=on_progress)
+    (the tool input's JSON, or text from a server that answers in text); `should_stop`
+    cuts the stream (StreamCancelled)."""
+    callbacks = StreamCallbacks(
+        on_text=on_progress, on_input_json=on_progress, should_stop=should_stop
+    )
     messages = list(messages)
     problems: list[str] = []
     for _attempt in range(MAX_RETRIES + 1):

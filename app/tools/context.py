@@ -27,6 +27,9 @@ class ToolContext:
     services: Services
     emit: Callable[[Event], None]
     tool_use_id: str = ""
+    # Whether the run was stopped (or its chat deleted): a tool's own model stream checks
+    # it as it reads, so Stop cuts an agent mid-write.
+    should_stop: Callable[[], bool] | None = None
 
     @property
     def settings(self) -> Settings:

@@ -37,7 +37,10 @@ def invoke(
         return ToolResult(
             f"The {tool.name} tool could not get an answer from the model: {reason}", True
         )
-    except Exception:
+    except Exception as error:
+        if context.should_stop is not None and context.should_stop():
+            # Stopped or deleted under the tool (its writes may find the chat gone).
+            raise StreamCancelled() from error
         reference = uuid.uuid4().hex[:8]
         log.exception(
             "tool %s failed in run %s (reference %s)", tool.name, context.run_id, reference

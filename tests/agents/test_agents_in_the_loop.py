@@ -5,9 +5,11 @@ references work and never reach another person's output."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from jsonschema import Draft202012Validator
+from sqlalchemy import func, select
 
 from app.agents.catalog import load_agents
 from app.agents.outputs import answer_tool_name
@@ -192,3 +194,28 @@ def test_referencing_someone_elses_output_is_not_found(app, chat, fake_model, au
         for r in results
     )
     assert len(fake_model.requests) == 2, "the agent never ran"
+
+
+def test_stop_cuts_an_agent_while_it_writes(app, chat, fake_model):
+    good = agent_output("ad-copy", {"name": "Calm Mornings"})
+    fake_model.script(
+        Turn(tool_use("ad_copy", {"instructions": "Ads"})),
+        Turn(
+            text("Drafting the variants now. " * 60),
+            tool_use("submit_ad_copy", good),
+            token_delay=0.05,
+        ),
+    )
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "Ads please")
+    fake_model.wait_for_requests(2)
+    future = app.extensions["executor"].futures[run_id]
+    started = time.monotonic()
+
+    assert chat.post(f"/api/chats/{chat_id}/stop", {}).status_code == 200
+
+    assert future.result(timeout=10) == "cancelled"
+    assert time.monotonic() - started < 3, "cut at once, not written to its end (~18 s)"
+    assert len(fake_model.replies) == 1, "only the host's turn was read to its end"
+    with app.extensions["database"].session() as session:
+        assert session.scalar(select(func.count(Output.id))) == 0
