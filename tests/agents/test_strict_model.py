@@ -12,11 +12,11 @@ from sqlalchemy import select
 from app.accounts.onboarding import default_starters, write_starters
 from app.agents.catalog import load_agents
 from app.agents.outputs import answer_tool_name
-from app.chat.models import Conversation
 from app.memory.models import MemoryChange, UserMemory
 from app.memory.store import FALLBACK_REASON
-from app.workspace.models import Character, Offer, Output, Persona
+from app.workspace.models import Character, Output
 from tests.chat.conftest import ChatDriver
+from tests.chat.test_action_tools import _build_chat, _workspace
 from tests.fake_model import Turn, text, tool_use
 
 AGENTS = {agent.slug: agent for agent in load_agents()}
@@ -37,17 +37,6 @@ def chat(app, auth):
     return driver
 
 
-def _workspace(app, user_id) -> dict[str, int]:
-    with app.extensions["database"].session() as session:
-        offer = Offer(user_id=user_id, name="Calm Mornings", description="Coaching")
-        session.add(offer)
-        session.flush()
-        persona = Persona(user_id=user_id, offer_id=offer.id, name="Busy founder")
-        session.add(persona)
-        session.commit()
-        return {"offer": offer.id, "persona": persona.id}
-
-
 def _outputs(app) -> list[Output]:
     with app.extensions["database"].session() as session:
         return session.scalars(select(Output).order_by(Output.id)).all()
@@ -56,7 +45,7 @@ def _outputs(app) -> list[Output]:
 @pytest.mark.parametrize("slug", sorted(AGENTS))
 def test_each_agent_completes_on_its_first_try(app, chat, fake_model, slug):
     agent = AGENTS[slug]
-    ids = _workspace(app, chat.user_id)
+    ids = _workspace(app)
     fake_model.script(
         Turn(tool_use(agent.tool_name, {"instructions": "Write it", "offer_id": ids["offer"]})),
         Turn(text("Here it is.")),
@@ -73,20 +62,12 @@ def test_each_agent_completes_on_its_first_try(app, chat, fake_model, slug):
     assert "is_error" not in result and str(output.id) in result["content"]
 
 
-def _build_chat(app, chat) -> int:
-    chat_id = chat.new_chat()
-    with app.extensions["database"].session() as session:
-        session.get(Conversation, chat_id).tool_phase = "build"
-        session.commit()
-    return chat_id
-
-
 @pytest.mark.parametrize(
     ("tool", "slug"),
     [("generate_element_sheet", "element-sheet"), ("create_storyboard", "storyboard")],
 )
 def test_each_structured_build_tool_completes_on_its_first_try(app, chat, fake_model, tool, slug):
-    ids = _workspace(app, chat.user_id)
+    ids = _workspace(app)
     fake_model.script(
         Turn(tool_use(tool, {"offer_id": ids["offer"]})),
         Turn(text("Saved.")),
@@ -103,7 +84,7 @@ def test_each_structured_build_tool_completes_on_its_first_try(app, chat, fake_m
 
 
 def test_a_cast_list_completes_on_its_first_try_and_saves_once_allowed(app, chat, fake_model):
-    ids = _workspace(app, chat.user_id)
+    ids = _workspace(app)
     fake_model.script(
         Turn(
             tool_use(
