@@ -1,4 +1,4 @@
-"""`flask` commands (CONTRACT.md)."""
+"""`flask` commands (docs/CONTRACT.md)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ def conversation_dict(conversation: Conversation) -> dict:
 
 
 def row_dict(row: Message) -> dict:
-    """A row as the API and the JSON socket show it (CONTRACT.md)."""
+    """A row as the API and the JSON socket show it (docs/CONTRACT.md)."""
     data = {
         "id": row.id,
         "sequence": row.sequence,

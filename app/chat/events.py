@@ -1,5 +1,5 @@
 """What a run emits while it works. The loop only emits these; the streaming layer turns
-them into socket frames (HTML or JSON). Each event knows its wire form (CONTRACT.md)."""
+them into socket frames (HTML or JSON). Each event knows its wire form (docs/CONTRACT.md)."""
 
 from __future__ import annotations
 

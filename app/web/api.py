@@ -1,4 +1,4 @@
-"""The JSON API (CONTRACT.md). Browsers send the CSRF header; scripts a bearer token."""
+"""The JSON API (docs/CONTRACT.md). Browsers send the CSRF header; scripts a bearer token."""
 
 from __future__ import annotations
 

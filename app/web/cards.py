@@ -11,7 +11,7 @@ One form for every card (templates/chat/_card.html). Field names:
 - ``dismiss=1``: skip the card (``{"dismissed": true}``).
 - ``approved=true|false``: the answer to a confirmation card.
 
-The route turns the fields into the result the tool expects (CONTRACT.md), checks each
+The route turns the fields into the result the tool expects (docs/CONTRACT.md), checks each
 step with the card's own rules, and resumes the run through ``start_turn``. An htmx
 request gets the card's row back (the answered summary, or the card again with its errors
 and status 400/409); a plain form post is redirected to the chat page, or gets the chat

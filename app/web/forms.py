@@ -15,7 +15,7 @@ HEX_COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
 
 class Form(FlaskForm):
     """Every browser form. A request authenticated by a bearer token is exempt from CSRF
-    here too, like in the app-wide check (CONTRACT.md: a token works on every route)."""
+    here too, like in the app-wide check (docs/CONTRACT.md: a token works on every route)."""
 
     class Meta:
         @cached_property

@@ -13,7 +13,7 @@ from app.stream.live import LiveState
 
 
 class JsonFrames:
-    """One JSON object per event (CONTRACT.md)."""
+    """One JSON object per event (docs/CONTRACT.md)."""
 
     min_interval = 0.0
 

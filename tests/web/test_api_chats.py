@@ -1,4 +1,4 @@
-"""The JSON API for chats (CONTRACT.md): create, list, read messages."""
+"""The JSON API for chats (docs/CONTRACT.md): create, list, read messages."""
 
 from __future__ import annotations
 

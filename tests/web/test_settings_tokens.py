@@ -120,7 +120,7 @@ def test_token_works_on_pages(app, user):
 
 
 def test_token_works_on_browser_forms_without_csrf(app, user):
-    """CONTRACT.md: a bearer token works on every route a browser can reach."""
+    """docs/CONTRACT.md: a bearer token works on every route a browser can reach."""
     _, raw = add_token(app, user)
     chat = add_conversation(app, user, "Old title")
     script = app.test_client()
