@@ -94,6 +94,11 @@ class StreamWatch:
             self.aborted = reason
         self._cut()
 
+    def cut(self) -> None:
+        """The run was stopped: end its model stream now, even one silent before its first
+        token (the run reads the cut as its cancellation)."""
+        self._cut()
+
     def _cut(self) -> None:
         """Shut the socket under the stream: the blocked read in the run's thread returns
         at once (closing alone would not wake it)."""
@@ -183,6 +188,9 @@ class LivenessMonitor:
             self.beat(watches)
 
     def _police(self, watch: StreamWatch, now: float) -> None:
+        if watch.run_id in self.cancellations:
+            watch.cut()
+            return
         if now - watch.started >= self.settings.max_run_seconds:
             watch.abort("max_run")
         elif watch.idle_for(now) >= self.settings.stream_idle_seconds:

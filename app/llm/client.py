@@ -3,6 +3,7 @@ accumulating the content blocks ourselves (cheaper than the SDK's stream helper)
 
 from __future__ import annotations
 
+import contextvars
 import json
 import random
 import re
@@ -25,6 +26,8 @@ MAX_TEXT_BODY_CHARS = 2_000
 # Error types the API may send mid-stream that are worth another try.
 TRANSIENT_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 MID_STREAM_RETRIES = 2
+# How often the SDK retries a call that failed with 408, 409, 429, 5xx or no connection.
+SDK_MAX_RETRIES = 3
 
 
 class ModelError(Exception):
@@ -78,6 +81,9 @@ class StreamCallbacks:
     on_thinking_end: Callable[[], None] | None = None
     on_activity: Callable[[], None] | None = None
     should_stop: Callable[[], bool] | None = None
+    # The call failed in a way that is retried (the model server is busy, or a mid-stream
+    # error): called before each retry, while it waits. Text streamed so far is discarded.
+    on_retry: Callable[[], None] | None = None
     # The run's watchdog handle (app.chat.liveness.StreamWatch): it sees the stream open
     # and close, every event, and the reasoning spans, and may cut the connection.
     watch: Any = None
@@ -91,12 +97,55 @@ def make_anthropic(
     return anthropic.Anthropic(
         api_key=settings.anthropic_api_key or "not-needed",
         base_url=settings.anthropic_base_url,
-        max_retries=3,
+        max_retries=SDK_MAX_RETRIES,
         timeout=httpx.Timeout(
             connect=10.0, read=float(settings.stream_idle_seconds), write=30.0, pool=30.0
         ),
         http_client=http_client,
+        middleware=[announce_retries],
     )
+
+
+# -- retries the SDK makes, made visible ---------------------------------------------------
+
+# Who hears about the SDK's retries of the call in flight in this thread (or greenlet):
+# set around one call by ModelClient, read by the middleware below.
+_retry_listener: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "loopdesk_retry_listener", default=None
+)
+
+
+def announce_retries(request, call_next):
+    """SDK middleware (it runs once per HTTP attempt, inside the SDK's retry loop): an
+    attempt that failed in a way the SDK retries, with retries left, tells the listener
+    of the call in flight before the SDK waits and tries again."""
+    try:
+        response = call_next(request)
+    except (anthropic.APIConnectionError, httpx.TransportError):
+        if _retries_left(request):
+            _notify_retry()
+        raise
+    if response.status_code >= 400 and _retries_left(request) and _sdk_retries(response):
+        _notify_retry()
+    return response
+
+
+def _retries_left(request) -> bool:
+    return request.retries_taken < request.options.get_max_retries(SDK_MAX_RETRIES)
+
+
+def _sdk_retries(response) -> bool:
+    """The SDK's own rule (anthropic._base_client._should_retry) for an error response."""
+    header = response.headers.get("x-should-retry")
+    if header in ("true", "false"):
+        return header == "true"
+    return response.status_code in (408, 409, 429) or response.status_code >= 500
+
+
+def _notify_retry() -> None:
+    listener = _retry_listener.get()
+    if listener is not None:
+        listener()
 
 
 class _Accumulator:
@@ -281,6 +330,8 @@ class ModelClient:
                     and kind in TRANSIENT_STREAM_ERRORS
                     and attempt < MID_STREAM_RETRIES
                 ):
+                    if callbacks.on_retry:
+                        callbacks.on_retry()
                     time.sleep(random.uniform(0.2, 0.6) * (attempt + 1))
                     continue
                 raise _model_error(error) from error
@@ -301,7 +352,11 @@ class ModelClient:
             options["timeout"] = httpx.Timeout(
                 connect=10.0, read=float(self.settings.max_run_seconds), write=30.0, pool=30.0
             )
-        stream = self.anthropic.messages.create(stream=True, **request, **options)
+        listening = _retry_listener.set(callbacks.on_retry)
+        try:
+            stream = self.anthropic.messages.create(stream=True, **request, **options)
+        finally:
+            _retry_listener.reset(listening)
         content_type = _content_type(stream.response)
         if "text/html" in content_type:
             # A wrong base URL that answers 200 with a web page: the SDK would read no events.
@@ -325,9 +380,14 @@ class ModelClient:
                     last_check = now
                     if callbacks.should_stop():
                         raise StreamCancelled()
+        except StreamCancelled:
+            raise
         except Exception as error:
             if watch is not None and watch.aborted:
                 raise StreamAborted(watch.aborted) from error
+            if callbacks.should_stop and callbacks.should_stop():
+                # Stopped: the watchdog shut the connection under the read (app.chat.liveness).
+                raise StreamCancelled() from error
             raise
         finally:
             if watch is not None:
