@@ -89,10 +89,24 @@ const Loopdesk = (() => {
     });
   }
 
+  // The working indicator ("Thinking…"): its seconds count on from what the server
+  // rendered (data-elapsed), by this page's own clock.
+  function wireElapsed() {
+    setInterval(() => {
+      const el = document.querySelector("#live-status [data-elapsed]");
+      if (!el) return;
+      if (!el.dataset.seenAt) el.dataset.seenAt = String(Date.now());
+      const seconds = Number(el.dataset.elapsed) + Math.floor((Date.now() - Number(el.dataset.seenAt)) / 1000);
+      const label = `${seconds}s`;
+      if (el.textContent !== label) el.textContent = label;
+    }, 250);
+  }
+
   function start() {
     watchChat();
     wireComposer();
     wireBanner();
+    wireElapsed();
   }
 
   return { start, normalizeRows };

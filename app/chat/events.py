@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 
 TimelineStage = Literal["resolving_context", "writing", "presenting"]
 TimelineState = Literal["started", "done"]
+WaitState = Literal["thinking", "retrying"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,19 @@ class RunError:
 
 
 @dataclass(frozen=True)
+class Status:
+    """The run waits on the model with nothing of this model call shown yet: `thinking`,
+    or `retrying` (the model server is busy and the call is retried; any text of this
+    call streamed so far is discarded). `since`: when the wait began, in epoch
+    milliseconds. Text, a timeline step, a card or a row ends the wait."""
+
+    run_id: int
+    state: WaitState
+    since: int
+    kind: Literal["status"] = "status"
+
+
+@dataclass(frozen=True)
 class Keepalive:
     run_id: int
     kind: Literal["keepalive"] = "keepalive"
@@ -99,6 +113,7 @@ Event = (
     | RowPersisted
     | Done
     | RunError
+    | Status
     | Keepalive
     | ConversationChanged
 )

@@ -188,11 +188,15 @@ class HostLoop:
         self.record_iteration()
         if presenting:
             self.emit(ev.Timeline(self.run_id, "presenting", "started"))
+        # The working indicator says "retrying" while the SDK retries this call (its
+        # "thinking" went out with the message: app.web.turns.start_turn).
+        since = int(time.time() * 1000)
         callbacks = StreamCallbacks(
             on_text=lambda text: self.emit(ev.TextDelta(self.run_id, text)),
             on_thinking_start=self.watch and self.watch.reasoning_started,
             on_thinking_end=self.watch and self.watch.reasoning_ended,
             should_stop=self.is_cancelled,
+            on_retry=lambda: self.emit(ev.Status(self.run_id, "retrying", since)),
             watch=self.watch,
         )
         try:

@@ -3,6 +3,7 @@ a socket that joins mid-run first sees what the others already saw."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,10 @@ class LiveState:
     run_id: int | None = None
     text: str = ""
     steps: list[dict[str, Any]] = field(default_factory=list)
+    # Waiting on the model with nothing shown yet ("thinking", "retrying"), since when
+    # (epoch ms): what the working indicator shows.
+    status: str | None = None
+    status_since: int | None = None
 
     def apply(self, event: ev.Event) -> None:
         run_id = getattr(event, "run_id", None)
@@ -29,6 +34,11 @@ class LiveState:
             if isinstance(event, ev.RowPersisted):
                 return  # a row from a request, not part of the live run
             self.reset(run_id)
+        if isinstance(event, ev.Status):
+            self._wait(event)
+            return
+        if self.status is not None and not _leaves_wait_on(event):
+            self.status = self.status_since = None
         match event:
             case ev.TextDelta(text=text):
                 self.text += text
@@ -47,6 +57,22 @@ class LiveState:
         self.run_id = run_id
         self.text = ""
         self.steps = []
+        self.status = self.status_since = None
+
+    def _wait(self, event: ev.Status) -> None:
+        """A wait keeps the time it began (a retry while still waiting continues it)."""
+        if event.state == "retrying":
+            self.text = ""  # the failed attempt's text is discarded
+        if self.status is None:
+            self.status_since = event.since
+        self.status = event.state
+
+    @property
+    def status_elapsed(self) -> int:
+        """Whole seconds the current wait has lasted."""
+        if self.status_since is None:
+            return 0
+        return max(0, int(time.time() - self.status_since / 1000))
 
     def _timeline(self, event: ev.Timeline) -> None:
         if event.state == "started":
@@ -83,7 +109,11 @@ class LiveState:
 
     def copy(self) -> LiveState:
         return LiveState(
-            self.run_id, self.text, [dict(s, details=list(s["details"])) for s in self.steps]
+            self.run_id,
+            self.text,
+            [dict(s, details=list(s["details"])) for s in self.steps],
+            self.status,
+            self.status_since,
         )
 
     def replay(self) -> list[ev.Event]:
@@ -102,4 +132,11 @@ class LiveState:
                 events.append(ev.Timeline(self.run_id, step["stage"], "done", step["agent"]))
         if self.text:
             events.append(ev.TextDelta(self.run_id, self.text))
+        if self.status is not None:
+            events.append(ev.Status(self.run_id, self.status, self.status_since or 0))
         return events
+
+
+def _leaves_wait_on(event: ev.Event) -> bool:
+    """Events that do not end a wait: a notice row (e.g. the history was summarized)."""
+    return isinstance(event, ev.RowPersisted) and event.row.get("kind") == "notice"

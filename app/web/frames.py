@@ -44,7 +44,12 @@ class HtmlFrames:
         return [self._live_area()] if self.live.run_id is not None else []
 
     def render(self, events: list[ev.Event]) -> list[str]:
-        parts = [self._event(event) for event in ev.coalesce(events)]
+        parts = []
+        for event in ev.coalesce(events):
+            waiting = self.live.status is not None
+            parts.append(self._event(event))
+            if waiting and self.live.status is None and self.live.run_id is not None:
+                parts.append(self._status())  # the working indicator goes
         html = "".join(part for part in parts if part)
         return [html] if html else []
 
@@ -83,6 +88,11 @@ class HtmlFrames:
                 )
             case ev.Keepalive():
                 return "<!-- keepalive -->"  # no element, so htmx swaps nothing
+            case ev.Status(state=state):
+                html = self._status()
+                if state == "retrying":  # the failed attempt's text is discarded
+                    html += '<div id="live-text" class="live-text" hx-swap-oob="true"></div>'
+                return html
             case ev.RunError(message=message):
                 return _template("chat/_banner.html", message=message, swap_oob=True)
             case ev.ConversationChanged(conversation=conversation):
@@ -130,6 +140,9 @@ class HtmlFrames:
 
     def _live_area(self) -> str:
         return _template("chat/_live.html", live=self.live, swap_oob=True)
+
+    def _status(self) -> str:
+        return _template("chat/_live_status.html", live=self.live, swap_oob=True)
 
 
 def _rows_append(row: dict, conversation_id: int) -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 from flask import current_app
 from flask_login import current_user
 
 from app.chat.conversations import conversation_dict, row_dict
-from app.chat.events import ConversationChanged, RowPersisted
+from app.chat.events import ConversationChanged, RowPersisted, Status
 from app.chat.models import Conversation
 from app.chat.runs import active_run, cancel_active_run, lock_conversation
 from app.chat.turns import StartedTurn, TurnRejected, submit_message, submit_tool_response
@@ -39,6 +41,10 @@ def start_turn(
         raise ApiError(rejection.status, rejection.message, rejection.code, headers) from rejection
     for row in started.rows:
         services.hub.publish(conversation_id, RowPersisted(row_dict(row), started.run.id))
+    # The working indicator from the moment the message is in (the run continues it).
+    services.hub.publish(
+        conversation_id, Status(started.run.id, "thinking", int(time.time() * 1000))
+    )
     services.hub.publish_user(current_user.id, ConversationChanged(conversation))
     # No transaction is open here: handing the run over may wait (a thread starting, a
     # queue), and SQLite's write lock must not be held meanwhile.

@@ -26,6 +26,7 @@ EVERY_KIND = [
     ev.Done(7, "completed"),
     ev.RunError("model_overloaded", "The model is busy.", 7),
     ev.RunError("internal", "Something went wrong."),
+    ev.Status(7, "retrying", 1_767_225_600_000),
     ev.Keepalive(7),
     ev.ConversationChanged({"id": 1, "title": "Plan", "status": "STREAMING"}),
 ]
