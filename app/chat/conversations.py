@@ -51,4 +51,6 @@ def row_dict(row: Message) -> dict:
         data["agentOutput"] = row.meta["agentOutput"]
     if "summary" in row.meta:
         data["summary"] = row.meta["summary"]
+    if row.meta.get("stopped"):
+        data["stopped"] = True  # Stop ended this answer (or, on a notice, before any text)
     return data

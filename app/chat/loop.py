@@ -23,6 +23,7 @@ from app.chat.models import (
     RUN_CANCELLED,
     RUN_COMPLETED,
     RUN_ERROR,
+    RUN_RUNNING,
     Conversation,
     Message,
     Run,
@@ -192,7 +193,7 @@ class HostLoop:
         # "thinking" went out with the message: app.web.turns.start_turn).
         since = int(time.time() * 1000)
         callbacks = StreamCallbacks(
-            on_text=lambda text: self.emit(ev.TextDelta(self.run_id, text)),
+            on_text=self.stream_text,
             on_thinking_start=self.watch and self.watch.reasoning_started,
             on_thinking_end=self.watch and self.watch.reasoning_ended,
             should_stop=self.is_cancelled,
@@ -211,6 +212,11 @@ class HostLoop:
             self.conversation_id, prepared.estimated_input, turn.usage.get("input_tokens", 0)
         )
         return turn
+
+    def stream_text(self, text: str) -> None:
+        """A text delta; none once the run is stopped (Stop kept what had been shown)."""
+        if not self.is_cancelled():
+            self.emit(ev.TextDelta(self.run_id, text))
 
     def call_model(self, prepared: PreparedRequest, callbacks: StreamCallbacks) -> AssistantTurn:
         """One streamed model call, recorded in the run log (a failed one too)."""
@@ -250,6 +256,7 @@ class HostLoop:
                 meta=meta,
             )
             self._touch(session)
+            self.ensure_running(session)
             self.run_log.write(session)
             session.commit()
         if turn.tool_uses and text and not final:
@@ -338,6 +345,7 @@ class HostLoop:
             # The tool's own writes and its result rows commit together.
             rows = self.persist_tool_result(session, tool_use, name, outcome)
             self._touch(session)
+            self.ensure_running(session)
             session.commit()
         self.log_tool_call(tool_use, name, checked.arguments, outcome, started, checked.coerced)
         if tool.untrusted and not outcome.is_error:
@@ -354,6 +362,7 @@ class HostLoop:
     ) -> None:
         with self.services.database.session() as session:
             self.persist_tool_result(session, tool_use, name, result)
+            self.ensure_running(session)
             session.commit()
         self.log_tool_call(tool_use, name, tool_use.get("input"), result, time.monotonic(), coerced)
 
@@ -411,6 +420,7 @@ class HostLoop:
             row.kind = "card"
             row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
             self._touch(session)
+            self.ensure_running(session)
             session.commit()
         asked = ToolResult({"card shown": card})
         self.log_tool_call(tool_use, tool.name, tool_use.get("input"), asked, started, coerced)
@@ -443,6 +453,7 @@ class HostLoop:
             row = session.get(Message, row.id)
             row.meta = {**row.meta, "card": {**row.meta["card"], "executed": True}}
             rows = self.persist_tool_result(session, tool_use, card["tool"], result)
+            self.ensure_running(session)
             session.commit()
         self.log_tool_call(tool_use, card["tool"], card["arguments"], result, started)
         if tool is not None and tool.billable and not result.is_error:
@@ -492,6 +503,14 @@ class HostLoop:
         # A stop from another process lands in the database; this process's liveness
         # monitor polls it for every run here at once and fills `cancellations`.
         return self.run_id in self.services.cancellations
+
+    def ensure_running(self, session) -> None:
+        """Last step before a write of the run commits (its conversation is locked by
+        then): a run stopped, reclaimed or deleted meanwhile writes nothing more. Stop kept
+        what the person saw in the transaction that cancelled the run (app.chat.stop)."""
+        if run_status(session, self.run_id) != RUN_RUNNING:
+            session.rollback()
+            raise RunCancelled()
 
     def check_cancelled(self) -> None:
         if self.is_cancelled():

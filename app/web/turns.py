@@ -10,7 +10,8 @@ from flask_login import current_user
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.events import ConversationChanged, RowPersisted, Status
 from app.chat.models import Conversation
-from app.chat.runs import active_run, cancel_active_run, lock_conversation
+from app.chat.runs import active_run, lock_conversation
+from app.chat.stop import stop_active_run
 from app.chat.turns import StartedTurn, TurnRejected, submit_message, submit_tool_response
 from app.web.errors import ApiError
 from app.web.identity import db_session
@@ -53,12 +54,18 @@ def start_turn(
 
 
 def stop_conversation(conversation_id: int):
+    """Cancel the run in flight, keeping what was shown of it (app.chat.stop); the run's
+    stream is cut here at once, in another process within a few seconds."""
+    services = current_app.extensions["services"]
     session = db_session()
-    run = cancel_active_run(session, conversation_id)
+    stopped = stop_active_run(session, services.hub, conversation_id)
     session.commit()
-    if run is not None:
-        current_app.extensions["services"].cancellations.add(run.id)
-    return run
+    if stopped is None:
+        return None
+    services.cancellations.add(stopped.run.id)
+    for row in stopped.rows:
+        services.hub.publish(conversation_id, RowPersisted(row_dict(row), stopped.run.id))
+    return stopped.run
 
 
 def delete_conversation(conversation_id: int) -> None:

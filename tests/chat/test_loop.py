@@ -140,7 +140,10 @@ def test_stop_cancels_the_run_and_keeps_what_was_persisted(app, chat, fake_model
 
     assert response.status_code == 200 and response.get_json()["stopped"] is True
     assert chat.wait(run_id)["status"] == "cancelled"
-    assert [r["kind"] for r in chat.rows(chat_id)] == ["user"]
+    # What was shown is kept, marked stopped (tests/chat/test_stop.py has the details).
+    rows = chat.rows(chat_id)
+    assert [r["kind"] for r in rows][0] == "user" and len(rows) == 2
+    assert rows[1]["stopped"] is True and rows[1]["kind"] in ("host", "notice")
     fake_model.script("Fresh start.")
     assert chat.wait(chat.send(chat_id, "Short version?"))["status"] == "completed"
 

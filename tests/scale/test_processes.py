@@ -250,6 +250,10 @@ def test_stop_on_one_web_process_cancels_a_run_in_the_worker(deployment, fake_mo
     assert done["status"] == "cancelled"
     assert a.get(f"/api/runs/{run_id}")["status"] == "cancelled"
     assert a.chat_status(chat_id) == "IDLE"
+    # Web b kept what the socket had shown (the run's live state, in Redis), marked stopped.
+    kept = a.rows(chat_id)[1]
+    assert (kept["kind"], kept["stopped"]) == ("host", True)
+    assert kept["content"].startswith("word word")
     # The worker stopped streaming: no text after the done frame, and the chat is usable.
     fake_model.script(Turn(text("Short one.")))
     next_run = b.post(f"/api/chats/{chat_id}/loop", {"message": "Shorter"}).json()["runId"]
