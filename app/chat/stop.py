@@ -15,6 +15,7 @@ lands before this transaction or not at all).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,8 @@ from app.chat.models import Message, Run
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.runs import cancel_active_run
 from app.stream.hub import Hub
+
+log = logging.getLogger(__name__)
 
 STOPPED_NOTICE = "Stopped"
 CANCELLED_RESULT = (
@@ -60,8 +63,7 @@ def stop_active_run(session: Session, hub: Hub, conversation_id: int) -> Stopped
             CANCELLED_RESULT,
             is_error=True,
         )
-    live = hub.live_state(conversation_id)
-    partial = live.text.strip() if live.run_id == run.id else ""
+    partial = _streamed_text(hub, conversation_id, run.id)
     if partial and _already_kept(tail, partial):
         partial = ""  # the whole turn was persisted just before; its row will show
     if partial:
@@ -88,6 +90,17 @@ def stop_active_run(session: Session, hub: Hub, conversation_id: int) -> Stopped
         )
     stopped.rows.append(row)
     return stopped
+
+
+def _streamed_text(hub: Hub, conversation_id: int, run_id: int) -> str:
+    """What the pages show of the run's current model call. Without it (Redis not
+    answering) the stop still happens, with the notice instead."""
+    try:
+        live = hub.live_state(conversation_id)
+    except Exception as error:
+        log.warning("stop: the live state of run %s could not be read (%s)", run_id, error)
+        return ""
+    return live.text.strip() if live.run_id == run_id else ""
 
 
 def _tail(session: Session, conversation_id: int) -> list[Message]:

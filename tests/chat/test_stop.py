@@ -235,3 +235,25 @@ def test_stop_with_no_run_in_flight_changes_nothing(app, chat, fake_model):
     response = chat.post(f"/api/chats/{chat_id}/stop", {})
     assert response.get_json() == {"stopped": False, "runId": None}
     assert [r["kind"] for r in chat.rows(chat_id)] == ["user", "host"]
+
+
+def test_stop_still_works_when_the_live_state_cannot_be_read(app, chat, fake_model, monkeypatch):
+    """Redis not answering: the run is stopped all the same, with the notice."""
+    fake_model.script(Turn(text(WORDS), token_delay=0.03))
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "Tell me everything")
+    _wait_for_live_text(app, chat_id, 20)
+    hub = app.extensions["services"].hub
+
+    def unavailable(conversation_id):
+        raise ConnectionError("Redis is not answering")
+
+    monkeypatch.setattr(hub, "live_state", unavailable)
+
+    _stop(chat, chat_id)
+
+    assert chat.wait(run_id)["status"] == "cancelled"
+    assert [(r["kind"], r.get("stopped")) for r in chat.rows(chat_id)] == [
+        ("user", None),
+        ("notice", True),
+    ]
