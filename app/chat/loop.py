@@ -31,6 +31,7 @@ from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_log import RunLog, elapsed_ms
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
 from app.chat.taint import held_for_approval, is_tainted, named_hosts
+from app.chat.titles import propose_title
 from app.chat.toolset import widen_to_build
 from app.db import utcnow
 from app.llm.client import (
@@ -154,6 +155,10 @@ class HostLoop:
         self.run_log.flush()
         if changed is not None:
             self.services.hub.publish_user(self.user_id, changed)
+        if status in (RUN_COMPLETED, RUN_AWAITING):
+            # After the chat's first exchange the fast model names it (app/chat/titles.py);
+            # the run has ended and no transaction is open.
+            propose_title(self.services, self.conversation_id, self.user_id)
         return status
 
     def _loop(self) -> str:
