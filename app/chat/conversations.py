@@ -63,4 +63,6 @@ def row_dict(row: Message) -> dict:
         data["agentOutput"] = row.meta["agentOutput"]
     if "summary" in row.meta:
         data["summary"] = row.meta["summary"]
+    if "steps" in row.meta:
+        data["steps"] = row.meta["steps"]  # the run's steps, kept on its first shown row
     return data

@@ -338,6 +338,17 @@ def conversation_attachments(conversation_id: int):
     return attachments_for(db_session(), current_user.id, conversation_id)
 
 
+@bp.app_template_filter("duration")
+def duration(ms) -> str:
+    """A step's time: "40 ms", "2.3 s", "1 min 5 s"."""
+    ms = int(ms or 0)
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms // 60_000} min {ms % 60_000 // 1000} s"
+
+
 @bp.app_template_filter("filesize")
 def filesize(size: int) -> str:
     return human_size(size)
