@@ -109,10 +109,23 @@ def test_title_source_and_never_reused_ids_keep_every_row(make_app):
         assert connection.execute(text("SELECT conversation_id FROM outputs")).scalar() == chat
         if engine.dialect.name == "sqlite":
             assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
-            ddl = connection.execute(
-                text("SELECT sql FROM sqlite_master WHERE name = 'conversations'")
-            ).scalar()
-            assert "AUTOINCREMENT" in ddl
+            autoincrement = {
+                name
+                for name, ddl in connection.execute(
+                    text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+                )
+                if "AUTOINCREMENT" in (ddl or "")
+            }
+            # The migration's tables are exactly the models' never-reused ones.
+            assert autoincrement == {
+                table.name
+                for table in Base.metadata.sorted_tables
+                if table.dialect_options["sqlite"]["autoincrement"]
+            }
+            assert {"conversations", "messages", "runs", "offers", "personas", "outputs"} <= (
+                autoincrement
+            )
+            assert "visual_assets" in autoincrement
         # Foreign keys work again: deleting the chat takes its rows with it.
         connection.execute(text("DELETE FROM conversations WHERE id = :chat"), {"chat": chat})
         assert connection.execute(text("SELECT count(*) FROM messages")).scalar() == 0
@@ -122,3 +135,42 @@ def test_title_source_and_never_reused_ids_keep_every_row(make_app):
 
         assert create_conversation(session, user).id > chat  # not the deleted one's again
         session.commit()
+
+
+def test_public_ids_are_never_reused_after_a_delete(app):
+    """The newest row deleted, the next one gets a new id (SQLite: AUTOINCREMENT)."""
+    from app.accounts.service import create_user
+    from app.chat.conversations import create_conversation
+    from app.chat.models import Message, Run
+    from app.chat.rows import insert_message
+    from app.workspace.models import Offer, Output, Persona, VisualAsset
+
+    database = app.extensions["database"]
+    with database.session() as session:
+        user = create_user(session, "ada@example.com", "correct horse battery")
+        chat = create_conversation(session, user.id)
+        session.commit()
+        makers = {
+            Offer: lambda: Offer(user_id=user.id, name="An offer"),
+            Persona: lambda: Persona(user_id=user.id, name="A persona"),
+            Output: lambda: Output(user_id=user.id, agent="quiz", title="A quiz", content={}),
+            VisualAsset: lambda: VisualAsset(user_id=user.id, title="An image"),
+            Run: lambda: Run(conversation_id=chat.id, user_id=user.id, status="completed"),
+        }
+        for model, make in makers.items():
+            first = make()
+            session.add(first)
+            session.commit()
+            session.delete(first)
+            session.commit()
+            second = make()
+            session.add(second)
+            session.commit()
+            assert second.id > first.id, model.__tablename__
+        first = insert_message(session, chat.id, role="user", kind="user", content="a")
+        session.commit()
+        session.delete(session.get(Message, first.id))
+        session.commit()
+        second = insert_message(session, chat.id, role="user", kind="user", content="b")
+        session.commit()
+        assert second.id > first.id
