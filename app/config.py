@@ -105,6 +105,8 @@ class Settings:
     default_credit_weight: int = 2
     # Structured run logs (model calls, tool calls, frames, errors) for `flask chat-logs`.
     run_logs: bool = True
+    # The fast model names a chat after its first exchange (app/chat/titles.py).
+    chat_titles: bool = True
     worker_threads: int = 256
     # `gevent`: runs are greenlets (hundreds per process); `threads`: an OS thread each.
     worker_pool: str = "gevent"
@@ -181,6 +183,7 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         max_concurrent_runs=_int(env, "MAX_CONCURRENT_RUNS", 3),
         model_credit_weights=_weights(env.get("MODEL_CREDIT_WEIGHTS")),
         run_logs=_bool(env.get("RUN_LOGS"), True),
+        chat_titles=_bool(env.get("CHAT_TITLES"), True),
         worker_threads=_int(env, "WORKER_THREADS", 256),
         worker_pool=env.get("WORKER_POOL") or "gevent",
         run_queue=env.get("RUN_QUEUE") or "loopdesk-runs",

@@ -25,6 +25,10 @@ NAMING = {
 # row's blocks) whose key order matters; JSONB would reorder their keys.
 JsonType = JSON()
 
+# Table options for ids that people and the model see (URLs, tool inputs): never handed
+# out again after a delete. SQLite reuses the largest rowid unless the table is
+# AUTOINCREMENT; PostgreSQL sequences never go back.
+NEVER_REUSED_IDS = {"sqlite_autoincrement": True}
 
 LOCK_WAIT_SECONDS = 30.0
 # Execution option naming a transaction that only reads (see `read_transaction`).

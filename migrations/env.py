@@ -28,14 +28,29 @@ def run_migrations_offline() -> None:
 
 def run_migrations_online() -> None:
     with database.engine.connect() as connection:
-        context.configure(
-            connection=connection,
-            target_metadata=Base.metadata,
-            **migrate_config.configure_args,
-        )
-        with context.begin_transaction():
-            context.run_migrations()
-        connection.commit()
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # Batch mode rebuilds a SQLite table by dropping it; with foreign keys on, the
+            # drop would cascade into every row referencing it. The pragma only takes
+            # effect outside a transaction: set on the driver's connection, before any.
+            _sqlite_foreign_keys(connection, False)
+        try:
+            context.configure(
+                connection=connection,
+                target_metadata=Base.metadata,
+                **migrate_config.configure_args,
+            )
+            with context.begin_transaction():
+                context.run_migrations()
+            connection.commit()
+        finally:
+            if sqlite:
+                connection.rollback()
+                _sqlite_foreign_keys(connection, True)
+
+
+def _sqlite_foreign_keys(connection, on: bool) -> None:
+    connection.connection.driver_connection.execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
 
 
 if context.is_offline_mode():

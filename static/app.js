@@ -102,11 +102,26 @@ const Loopdesk = (() => {
     }, 250);
   }
 
+  // The tab's title follows the chat's heading, however a new title arrives (a rename's
+  // answer, or the socket: a proposed title, a rename in another tab).
+  function wireTabTitle() {
+    const sync = () => {
+      const heading = document.getElementById("chat-title");
+      if (!heading) return;
+      const title = `${heading.textContent.trim()} · Loopdesk`;
+      if (document.title !== title) document.title = title;
+    };
+    document.body.addEventListener("htmx:oobAfterSwap", sync);
+    document.body.addEventListener("htmx:afterSwap", sync);
+    document.body.addEventListener("htmx:wsAfterMessage", sync);
+  }
+
   function start() {
     watchChat();
     wireComposer();
     wireBanner();
     wireElapsed();
+    wireTabTitle();
   }
 
   return { start, normalizeRows };

@@ -97,6 +97,9 @@ def make_app(tmp_path, database_url):
             "anthropic_base_url": "http://127.0.0.1:9",
             "anthropic_api_key": "test-key",
             "redis_prefix": hub_prefix,
+            # Naming a chat after its first run is one more fast-model request, which
+            # scripted tests would have to answer: tests about titles turn it on.
+            "chat_titles": False,
         }
         config.update(overrides)
         app = create_app(config)

@@ -33,3 +33,144 @@ def test_seed_demo_after_upgrade_creates_a_workspace(make_app):
     assert "demo@loopdesk.local" in result.output
     login = app.test_client().get("/login")
     assert login.status_code == 200
+
+
+BEFORE_TITLES = "e3508c439509"  # the revision before f127f3b6f14d
+
+
+def test_title_source_and_never_reused_ids_keep_every_row(make_app):
+    """f127f3b6f14d: existing titles count as the person's; on SQLite the public-id tables
+    are rebuilt with AUTOINCREMENT without losing (or cascading away) a single row."""
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade(revision=BEFORE_TITLES)
+    engine = app.extensions["database"].engine
+    now = {"now": "2026-12-01 10:00:00"}
+    with engine.begin() as connection:
+
+        def insert(sql: str, **values) -> int:
+            return connection.execute(text(sql + " RETURNING id"), {**now, **values}).scalar()
+
+        user = insert(
+            "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+            " VALUES ('ada@example.com', 'x', 'Ada', false, :now)"
+        )
+        chats = [
+            insert(
+                "INSERT INTO conversations (user_id, title, status, tool_phase,"
+                " summarized_up_to_sequence, created_at, updated_at)"
+                " VALUES (:user, :title, 'IDLE', 'discovery', 0, :now, :now)",
+                user=user,
+                title=title,
+            )
+            for title in ("New chat", "Launch plan")
+        ]
+        chat = chats[1]
+        insert(
+            "INSERT INTO messages (conversation_id, sequence, role, kind, content, meta,"
+            " created_at) VALUES (:chat, 1, 'user', 'user', 'hello', '{}', :now)",
+            chat=chat,
+        )
+        run = insert(
+            'INSERT INTO runs (conversation_id, user_id, status, "trigger", iterations,'
+            " created_at) VALUES (:chat, :user, 'completed', 'message', 1, :now)",
+            chat=chat,
+            user=user,
+        )
+        insert(
+            "INSERT INTO run_log_entries (run_id, conversation_id, at, kind, data)"
+            " VALUES (:run, :chat, :now, 'model_call', '{}')",
+            run=run,
+            chat=chat,
+        )
+        insert(
+            "INSERT INTO outputs (user_id, conversation_id, agent, title, content, created_at)"
+            " VALUES (:user, :chat, 'quiz', 'A quiz', '{}', :now)",
+            user=user,
+            chat=chat,
+        )
+    with app.app_context():
+        upgrade()
+
+    with engine.begin() as connection:
+        sources = dict(
+            connection.execute(text("SELECT title, title_source FROM conversations")).all()
+        )
+        assert sources == {"New chat": "default", "Launch plan": "person"}
+        for table, expected in (
+            ("messages", 1),
+            ("runs", 1),
+            ("run_log_entries", 1),
+            ("outputs", 1),
+        ):
+            assert connection.execute(text(f"SELECT count(*) FROM {table}")).scalar() == expected
+        assert connection.execute(text("SELECT conversation_id FROM outputs")).scalar() == chat
+        if engine.dialect.name == "sqlite":
+            assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            autoincrement = {
+                name
+                for name, ddl in connection.execute(
+                    text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+                )
+                if "AUTOINCREMENT" in (ddl or "")
+            }
+            # The migration's tables are exactly the models' never-reused ones.
+            assert autoincrement == {
+                table.name
+                for table in Base.metadata.sorted_tables
+                if table.dialect_options["sqlite"]["autoincrement"]
+            }
+            assert {"conversations", "messages", "runs", "offers", "personas", "outputs"} <= (
+                autoincrement
+            )
+            assert "visual_assets" in autoincrement
+        # Foreign keys work again: deleting the chat takes its rows with it.
+        connection.execute(text("DELETE FROM conversations WHERE id = :chat"), {"chat": chat})
+        assert connection.execute(text("SELECT count(*) FROM messages")).scalar() == 0
+        assert connection.execute(text("SELECT conversation_id FROM outputs")).scalar() is None
+    with app.extensions["database"].session() as session:
+        from app.chat.conversations import create_conversation
+
+        assert create_conversation(session, user).id > chat  # not the deleted one's again
+        session.commit()
+
+
+def test_public_ids_are_never_reused_after_a_delete(app):
+    """The newest row deleted, the next one gets a new id (SQLite: AUTOINCREMENT)."""
+    from app.accounts.service import create_user
+    from app.chat.conversations import create_conversation
+    from app.chat.models import Message, Run
+    from app.chat.rows import insert_message
+    from app.workspace.models import Offer, Output, Persona, VisualAsset
+
+    database = app.extensions["database"]
+    with database.session() as session:
+        user = create_user(session, "ada@example.com", "correct horse battery")
+        chat = create_conversation(session, user.id)
+        session.commit()
+        makers = {
+            Offer: lambda: Offer(user_id=user.id, name="An offer"),
+            Persona: lambda: Persona(user_id=user.id, name="A persona"),
+            Output: lambda: Output(user_id=user.id, agent="quiz", title="A quiz", content={}),
+            VisualAsset: lambda: VisualAsset(user_id=user.id, title="An image"),
+            Run: lambda: Run(conversation_id=chat.id, user_id=user.id, status="completed"),
+        }
+        for model, make in makers.items():
+            first = make()
+            session.add(first)
+            session.commit()
+            session.delete(first)
+            session.commit()
+            second = make()
+            session.add(second)
+            session.commit()
+            assert second.id > first.id, model.__tablename__
+        first = insert_message(session, chat.id, role="user", kind="user", content="a")
+        session.commit()
+        session.delete(session.get(Message, first.id))
+        session.commit()
+        second = insert_message(session, chat.id, role="user", kind="user", content="b")
+        session.commit()
+        assert second.id > first.id

@@ -1,5 +1,5 @@
 """Agent definitions: one Markdown file per agent in prompts/agents/, with YAML front
-matter (name, description, tier, output_schema) and the agent's prompt as the body."""
+matter (name, description, tier, output_schema, an optional label) and the agent's prompt as the body."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ class AgentDefinition:
     tier: str = "host"  # "host" or "fast": which model writes
     title_field: str = "title"
     max_tokens: int = 4096
+    label: str = ""  # a run's step, in plain words: "Wrote a quiz" (default "Wrote <name>")
+
+    @property
+    def step_label(self) -> str:
+        return self.label or f"Wrote {self.name.lower()}"
 
     @property
     def tool_name(self) -> str:
@@ -62,6 +67,7 @@ def parse_agent_file(path: Path) -> AgentDefinition:
         tier=meta.get("tier", "host"),
         title_field=meta.get("title_field", "title"),
         max_tokens=int(meta.get("max_tokens", 4096)),
+        label=str(meta.get("label") or ""),
     )
 
 

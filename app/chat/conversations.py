@@ -5,16 +5,28 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.chat.models import Conversation, Message
+from app.chat.models import TITLE_DEFAULT, TITLE_PERSON, Conversation, Message
 
 DEFAULT_TITLE = "New chat"
 
 
 def create_conversation(session: Session, user_id: int, title: str | None = None) -> Conversation:
-    conversation = Conversation(user_id=user_id, title=(title or "").strip() or DEFAULT_TITLE)
+    """A title given here is the person's (a script's): no model replaces it."""
+    title = (title or "").strip()
+    conversation = Conversation(
+        user_id=user_id,
+        title=title or DEFAULT_TITLE,
+        title_source=TITLE_PERSON if title else TITLE_DEFAULT,
+    )
     session.add(conversation)
     session.flush()
     return conversation
+
+
+def rename_conversation(conversation: Conversation, title: str) -> None:
+    """The person's own title: kept, never replaced by a proposed one."""
+    conversation.title = title.strip()
+    conversation.title_source = TITLE_PERSON
 
 
 def conversations_for(session: Session, user_id: int) -> list[Conversation]:
@@ -53,4 +65,6 @@ def row_dict(row: Message) -> dict:
         data["summary"] = row.meta["summary"]
     if row.meta.get("stopped"):
         data["stopped"] = True  # Stop ended this answer (or, on a notice, before any text)
+    if "steps" in row.meta:
+        data["steps"] = row.meta["steps"]  # the run's steps, kept on its first shown row
     return data

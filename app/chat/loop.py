@@ -31,7 +31,9 @@ from app.chat.models import (
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_log import RunLog, elapsed_ms
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
+from app.chat.steps import RunSteps
 from app.chat.taint import held_for_approval, is_tainted, named_hosts
+from app.chat.titles import propose_title
 from app.chat.toolset import widen_to_build
 from app.db import utcnow
 from app.llm.client import (
@@ -94,6 +96,9 @@ class HostLoop:
         self.billable_calls = 0
         self.approval_pending = True  # until load_state knows better
         self.state_loaded = False
+        # The tool calls, kept as the run's "N steps" summary when it ends (app/chat/steps.py).
+        self.steps = RunSteps(run_id, services.tools)
+        self.steps_row: Message | None = None
 
     def load_state(self, session) -> None:
         """What the run needs to know before its first model call, read in the claiming
@@ -145,6 +150,7 @@ class HostLoop:
                 self.meter()
             changed = self.conversation_changed()
         self.services.cancellations.discard(self.run_id)
+        self.keep_steps()
         # Released before Done is published: no keepalive of this run can follow its Done.
         self.services.liveness.release(self.run_id)
         done = ev.Done(self.run_id, status)
@@ -155,6 +161,10 @@ class HostLoop:
         self.run_log.flush()
         if changed is not None:
             self.services.hub.publish_user(self.user_id, changed)
+        if status in (RUN_COMPLETED, RUN_AWAITING):
+            # After the chat's first exchange the fast model names it (app/chat/titles.py);
+            # the run has ended and no transaction is open.
+            propose_title(self.services, self.conversation_id, self.user_id)
         return status
 
     def _loop(self) -> str:
@@ -384,6 +394,7 @@ class HostLoop:
             elapsed_ms(started),
             coerced=coerced,
         )
+        self.steps.tool_call(name, result, elapsed_ms(started))
 
     def ask(self, tool_use: dict, tool: Tool, held: Pause | None, assistant_row: Message) -> bool:
         """Show the card and pause: a UI tool's question, or a held call's confirmation.
@@ -482,7 +493,23 @@ class HostLoop:
 
     def emit(self, event: ev.Event) -> None:
         self.run_log.frame(event.kind)
+        if isinstance(event, ev.RowPersisted):
+            self.steps.row_shown(event.row)
         self.services.hub.publish(self.conversation_id, event)
+
+    def keep_steps(self) -> None:
+        """The run's steps stay on its first shown row (written with the run's final status
+        when it finished normally, else now); open pages get the row again, with them."""
+        try:
+            if self.steps_row is None and self.steps.items and not self.steps.kept:
+                with self.services.database.session() as session:
+                    self.steps_row = self.steps.keep(session, self.conversation_id)
+                    session.commit()
+            if self.steps_row is not None:
+                row = ev.RowPersisted(row_dict(self.steps_row), self.run_id)
+                self.services.hub.publish(self.conversation_id, row)
+        except Exception:
+            log.exception("run %s: its steps could not be kept", self.run_id)
 
     def conversation_changed(self, session=None) -> ev.ConversationChanged | None:
         """What the person's conversation list shows now (status and title)."""
@@ -562,6 +589,7 @@ class HostLoop:
                 return ended or status, None
             if self.model_answers:
                 self.meter(session)
+            self.steps_row = self.steps.keep(session, self.conversation_id)
             self.run_log.write(session)
             changed = self.conversation_changed(session)
             session.commit()

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
+from app.db import NEVER_REUSED_IDS, Base, utcnow
 
 IDLE, STREAMING, ERROR = "IDLE", "STREAMING", "ERROR"
 CONVERSATION_STATUSES = (IDLE, STREAMING, ERROR)
@@ -20,13 +20,21 @@ FINISHED_RUN_STATUSES = (RUN_AWAITING, RUN_COMPLETED, RUN_ERROR, RUN_CANCELLED)
 
 ROW_KINDS = ("user", "host", "agent_output", "card", "error", "notice")
 
+# Where a conversation's title came from: the placeholder, the first words of the first
+# message, the fast model (after the first exchange), or the person (never replaced).
+TITLE_DEFAULT, TITLE_MESSAGE, TITLE_MODEL, TITLE_PERSON = "default", "message", "model", "person"
+
 
 class Conversation(Base):
     __tablename__ = "conversations"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     title: Mapped[str] = mapped_column(String(120), default="New chat")
+    title_source: Mapped[str] = mapped_column(
+        String(16), default=TITLE_DEFAULT, server_default=TITLE_DEFAULT
+    )
     status: Mapped[str] = mapped_column(String(16), default=IDLE)
     active_run_id: Mapped[int | None]
     tool_phase: Mapped[str] = mapped_column(String(16), default="discovery")
@@ -44,7 +52,7 @@ class Message(Base):
     and agentOutput; `sequence` is allocated only by `chat.rows.insert_message`."""
 
     __tablename__ = "messages"
-    __table_args__ = (UniqueConstraint("conversation_id", "sequence"),)
+    __table_args__ = (UniqueConstraint("conversation_id", "sequence"), NEVER_REUSED_IDS)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
@@ -72,6 +80,7 @@ class Run(Base):
             sqlite_where=text("status IN ('queued', 'running')"),
             postgresql_where=text("status IN ('queued', 'running')"),
         ),
+        NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -11,8 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.accounts.models import User
 from app.billing.quota import quota_exceeded
-from app.chat.conversations import DEFAULT_TITLE
-from app.chat.models import ACTIVE_RUN_STATUSES, Message, Run
+from app.chat.models import ACTIVE_RUN_STATUSES, TITLE_DEFAULT, TITLE_MESSAGE, Message, Run
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.runs import (
     RunConflict,
@@ -142,8 +141,10 @@ def submit_message(
             meta={"blocks": [{"type": "text", "text": model_text}]},
         )
     )
-    if conversation.title == DEFAULT_TITLE:
+    if conversation.title_source == TITLE_DEFAULT:
+        # A placeholder until the fast model names the chat (app/chat/titles.py).
         conversation.title = _title_from(text)
+        conversation.title_source = TITLE_MESSAGE
     return _start(session, conversation, "message", rows)
 
 

@@ -619,12 +619,23 @@ def _forced_answer(tool_name: str, system: str, messages: list[dict[str, Any]]) 
     """A structured call: an agent's answer (the forced tool names the agent, as in
     "submit_ad_copy") as that tool's input; anything else gets a plain sentence, as a
     model that cannot do it would answer."""
+    if tool_name == "submit_title":
+        return Reply([_tool_use(tool_name, {"title": _demo_title(messages)})], "tool_use")
     slug = tool_name.removeprefix("submit_").replace("_", "-")
     if slug not in AGENT_LABELS:
         return _say(_plain_answer(system, messages))
     context = "\n\n".join(_message_text(m) for m in messages if m.get("role") == "user")
     output = agent_output(slug, _json_section(context, "Offer"), _json_section(context, "Persona"))
     return Reply([_tool_use(tool_name, output)], "tool_use")
+
+
+def _demo_title(messages: list[dict[str, Any]]) -> str:
+    """A chat's title (app/chat/titles.py): the first words of the person's first message."""
+    context = "\n".join(_message_text(m) for m in messages if m.get("role") == "user")
+    marker = "## The person's first message\n"
+    said = context.split(marker, 1)[1].split("\n## ", 1)[0] if marker in context else context
+    words = said.split()[:6]
+    return _cut(" ".join(words).rstrip(" ,.:;!?"), 60) or "Demo conversation"
 
 
 def _cut(text: str, limit: int) -> str:

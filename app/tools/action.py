@@ -144,6 +144,7 @@ def _named_items(key: str, max_items: int, min_items: int = 0) -> dict[str, Any]
         "persona_id": {**PERSONA_ID, "description": "The persona this character embodies."},
     },
     required=("name", "description"),
+    label="Saved a character",
 )
 def save_character(ctx: ToolContext, args: dict) -> dict:
     name = _clean(args["name"], "character's name")
@@ -174,6 +175,7 @@ def save_character(ctx: ToolContext, args: dict) -> dict:
     "link_character_persona: link a character to a persona.",
     properties={"character_id": CHARACTER_ID, "persona_id": PERSONA_ID},
     required=("character_id", "persona_id"),
+    label="Linked a character to a persona",
 )
 def link_character_persona(ctx: ToolContext, args: dict) -> dict:
     character = ctx.owned(Character, args["character_id"], "character")
@@ -289,6 +291,7 @@ def save_cast(ctx: ToolContext, arguments: dict) -> dict:
     required=("persona_id", "offer_id"),
     billable=True,
     on_approved=save_cast,
+    label="Proposed a cast list",
 )
 def propose_cast_list(ctx: ToolContext, args: dict) -> Pause:
     persona = ctx.owned(Persona, args["persona_id"], "persona")
@@ -405,6 +408,7 @@ the look)."""
         },
     },
     billable=True,
+    label="Wrote an element sheet",
 )
 def generate_element_sheet(ctx: ToolContext, args: dict) -> ToolResult:
     if "character_id" not in args and "offer_id" not in args:
@@ -511,6 +515,7 @@ none), "on_screen_text" ("" for none), "duration_seconds"}); "call_to_action".""
     },
     required=("offer_id",),
     billable=True,
+    label="Wrote a storyboard",
 )
 def create_storyboard(ctx: ToolContext, args: dict) -> ToolResult:
     offer = ctx.owned(Offer, args["offer_id"], "offer")
@@ -570,6 +575,7 @@ def create_storyboard(ctx: ToolContext, args: dict) -> ToolResult:
         "status": {"type": "string", "enum": ["draft", "started"]},
     },
     required=("offer_id", "name", "briefing"),
+    label="Saved a campaign",
 )
 def start_campaign(ctx: ToolContext, args: dict) -> dict:
     offer = ctx.owned(Offer, args["offer_id"], "offer")
@@ -744,6 +750,7 @@ def _title_from(prompt: str, limit: int = 80) -> str:
     },
     required=("prompt",),
     billable=True,
+    label="Made an image",
 )
 def generate_image(ctx: ToolContext, args: dict) -> ToolResult:
     prompt = _clean(args["prompt"], "image prompt", one_line=False)
@@ -776,6 +783,7 @@ def generate_image(ctx: ToolContext, args: dict) -> ToolResult:
     },
     required=("character_id",),
     billable=True,
+    label="Made a character portrait",
 )
 def generate_character_portrait(ctx: ToolContext, args: dict) -> ToolResult:
     character = ctx.owned(Character, args["character_id"], "character")
@@ -833,6 +841,7 @@ VIDEO_NOT_SET_UP = (
     },
     required=("prompt",),
     billable=True,
+    label="Made a video",
 )
 def generate_video(ctx: ToolContext, args: dict) -> str:
     if "offer_id" in args:
@@ -857,6 +866,7 @@ def generate_video(ctx: ToolContext, args: dict) -> str:
     properties={"phase": {"enum": ["discovery", "build"]}},
     required=("phase",),
     phase="discovery",
+    label="Switched the chat's phase",
 )
 def set_phase(ctx: ToolContext, args: dict) -> dict:
     conversation = ctx.session.get(Conversation, ctx.conversation_id)
@@ -876,6 +886,7 @@ def set_phase(ctx: ToolContext, args: dict) -> dict:
     properties={"instruction": {"type": "string", "minLength": 1, "maxLength": 2000}},
     required=("instruction",),
     phase="discovery",
+    label="Updated your memory",
 )
 def remember(ctx: ToolContext, args: dict) -> dict:
     try:

@@ -39,6 +39,7 @@ def _agent_tool(agent: AgentDefinition) -> Tool:
         read_only=True,
         billable=True,
         note=f"{agent.tool_name}: {agent.description}",
+        label=agent.step_label,
     )
 
 

@@ -73,6 +73,7 @@ def _cap(text: str, limit: int = MAX_UNTRUSTED_CHARS) -> tuple[str, bool]:
     "short description. Use it to find an offer's id before calling get_offer or any tool "
     "that takes offer_id. To let the person pick one themselves, use select_offer instead.",
     "list_offers: the person's offers (ids, names, prices).",
+    label="Looked up your offers",
 )
 def list_offers(ctx: ToolContext, args: dict) -> dict:
     offers = ctx.session.scalars(
@@ -98,6 +99,7 @@ def list_offers(ctx: ToolContext, args: dict) -> dict:
     "get_offer: one offer in full, with its personas and visual assets.",
     properties={"offer_id": OFFER_ID},
     required=("offer_id",),
+    label="Read an offer",
 )
 def get_offer(ctx: ToolContext, args: dict) -> dict:
     offer = ctx.owned(Offer, args["offer_id"], "offer")
@@ -132,6 +134,7 @@ def get_offer(ctx: ToolContext, args: dict) -> dict:
     "one, use select_persona instead.",
     "list_personas: audience personas, optionally for one offer.",
     properties={"offer_id": {**OFFER_ID, "description": "Only this offer's personas."}},
+    label="Looked up your personas",
 )
 def list_personas(ctx: ToolContext, args: dict) -> dict:
     query = select(Persona).where(Persona.user_id == ctx.user_id)
@@ -158,6 +161,7 @@ def list_personas(ctx: ToolContext, args: dict) -> dict:
     "get_persona: one persona in full (description, pains, goals).",
     properties={"persona_id": {"type": "integer", "description": "The persona's id."}},
     required=("persona_id",),
+    label="Read a persona",
 )
 def get_persona(ctx: ToolContext, args: dict) -> dict:
     persona = ctx.owned(Persona, args["persona_id"], "persona")
@@ -187,6 +191,7 @@ def get_persona(ctx: ToolContext, args: dict) -> dict:
     "assets. Image data itself is not returned.",
     "list_visual_assets: saved images and videos, optionally for one offer.",
     properties={"offer_id": {**OFFER_ID, "description": "Only this offer's assets."}},
+    label="Looked up your images and videos",
 )
 def list_visual_assets(ctx: ToolContext, args: dict) -> dict:
     query = select(
@@ -230,6 +235,7 @@ def _output_summary(output: Output) -> dict:
     "List the outputs (quizzes, ad copy, emails, landing pages...) saved in this "
     "conversation: id, agent, title, offer_id. Use get_output for an output's full content.",
     "get_chat_outputs: outputs saved in this conversation.",
+    label="Looked up this chat's results",
 )
 def get_chat_outputs(ctx: ToolContext, args: dict) -> dict:
     outputs = ctx.session.scalars(
@@ -249,6 +255,7 @@ def get_chat_outputs(ctx: ToolContext, args: dict) -> dict:
     "list_offer_outputs: saved outputs for any offer, from every conversation.",
     properties={"offer_id": OFFER_ID},
     required=("offer_id",),
+    label="Looked up an offer's saved results",
 )
 def list_offer_outputs(ctx: ToolContext, args: dict) -> dict:
     offer = ctx.owned(Offer, args["offer_id"], "offer")
@@ -279,6 +286,7 @@ def list_offer_outputs(ctx: ToolContext, args: dict) -> dict:
     "get_output: one saved output's full content.",
     properties={"output_id": {"type": "integer", "description": "The output's id."}},
     required=("output_id",),
+    label="Read a saved result",
 )
 def get_output(ctx: ToolContext, args: dict) -> dict:
     output = ctx.owned(Output, args["output_id"], "output")
@@ -309,6 +317,7 @@ def _briefing_summary(briefing: dict[str, Any]) -> dict[str, Any]:
     "get_campaign_status: a campaign's status and briefing summary.",
     properties={"campaign_id": {"type": "integer", "description": "The campaign's id."}},
     required=("campaign_id",),
+    label="Checked a campaign",
 )
 def get_campaign_status(ctx: ToolContext, args: dict) -> dict:
     campaign = ctx.owned(Campaign, args["campaign_id"], "campaign")
@@ -328,6 +337,7 @@ def get_campaign_status(ctx: ToolContext, args: dict) -> dict:
     "List the image presets (looks) available for generated images: shared ones and the "
     "person's own, with id, name, description, style and default aspect ratio.",
     "list_image_presets: looks available for generated images.",
+    label="Looked up the image styles",
 )
 def list_image_presets(ctx: ToolContext, args: dict) -> dict:
     presets = available_presets(ctx)
@@ -368,6 +378,7 @@ def _configured(ctx: ToolContext, name: str) -> str | None:
     "Say what image and video generation is available right now, so you can set the "
     "person's expectations before generating anything.",
     "list_generation_models: which image and video generation is available.",
+    label="Checked what can be generated",
 )
 def list_generation_models(ctx: ToolContext, args: dict) -> dict:
     from urllib.parse import urlsplit
@@ -430,6 +441,7 @@ def list_generation_models(ctx: ToolContext, args: dict) -> dict:
     properties={"attachment_id": {"type": "integer", "description": "The attachment's id."}},
     required=("attachment_id",),
     untrusted=True,
+    label="Read an attached file",
 )
 def read_attachment(ctx: ToolContext, args: dict) -> dict:
     attachment = ctx.owned(Attachment, args["attachment_id"], "attachment")
@@ -463,6 +475,7 @@ def read_attachment(ctx: ToolContext, args: dict) -> dict:
     },
     required=("url",),
     untrusted=True,
+    label="Read a web page",
 )
 def fetch_url(ctx: ToolContext, args: dict) -> dict:
     page = fetch_text(args["url"], tuple(ctx.settings.fetch_allow_hosts))

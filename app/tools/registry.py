@@ -81,6 +81,13 @@ class Tool:
     # A tool that pauses on a confirmation card: what runs, with the card's exact
     # arguments, once the person approves.
     on_approved: Handler | None = None
+    # What a run's steps call it, in plain words ("Looked up your offers"); empty: made
+    # from the name ("List offers").
+    label: str = ""
+
+    @property
+    def step_label(self) -> str:
+        return self.label or " ".join(self.name.split("_")).capitalize()
 
     def schema_for_model(self) -> dict[str, Any]:
         return {

@@ -295,6 +295,7 @@ def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict]
     "select_offer: let the person pick one of their offers.",
     properties={"prompt": PROMPT},
     check_response=_owned_answer(Offer, "offer_id", "offer"),
+    label="Asked you to choose an offer",
 )
 def select_offer(ctx: ToolContext, args: dict) -> Pause:
     options = offer_options(ctx)
@@ -322,6 +323,7 @@ def select_offer(ctx: ToolContext, args: dict) -> Pause:
         "offer_id": {"type": "integer", "description": "Only this offer's personas."},
     },
     check_response=_owned_answer(Persona, "persona_id", "persona"),
+    label="Asked you to choose a persona",
 )
 def select_persona(ctx: ToolContext, args: dict) -> Pause:
     offer_id = None
@@ -383,6 +385,7 @@ AD_FORMATS = [
     "select_ad_format: let the person pick an ad format.",
     properties={"prompt": PROMPT},
     check_response=check_card_answer,
+    label="Asked you to choose an ad format",
 )
 def select_ad_format(ctx: ToolContext, args: dict) -> Pause:
     steps = [step("format", "Ad format", "single", [dict(opt) for opt in AD_FORMATS])]
@@ -408,6 +411,7 @@ ASPECT_RATIOS = [
     "configure_image: ask for an image's preset, aspect ratio and subject.",
     properties={"prompt": PROMPT},
     check_response=check_card_answer,
+    label="Asked you how the image should look",
 )
 def configure_image(ctx: ToolContext, args: dict) -> Pause:
     steps = []
@@ -459,6 +463,7 @@ DURATIONS = [
     "configure_video: ask for a video's format, duration and idea.",
     properties={"prompt": PROMPT},
     check_response=check_card_answer,
+    label="Asked you how the video should be made",
 )
 def configure_video(ctx: ToolContext, args: dict) -> Pause:
     steps = [
@@ -499,6 +504,7 @@ CHANNELS = [
     "collect_campaign_briefing: a multi-step campaign briefing card.",
     properties={"offer_id": {"type": "integer", "description": "The offer, when settled."}},
     check_response=check_briefing_answer,
+    label="Asked you for a campaign briefing",
 )
 def collect_campaign_briefing(ctx: ToolContext, args: dict) -> Pause:
     offer_id = None
@@ -575,6 +581,7 @@ def collect_campaign_briefing(ctx: ToolContext, args: dict) -> Pause:
     },
     required=("question",),
     check_response=check_card_answer,
+    label="Asked you a question",
 )
 def ask_user(ctx: ToolContext, args: dict) -> Pause:
     options = [

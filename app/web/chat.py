@@ -9,6 +9,8 @@ message."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from flask import (
     Blueprint,
     abort,
@@ -25,10 +27,13 @@ from sqlalchemy import select
 from app.accounts.models import User
 from app.accounts.onboarding import default_starters, start_generation, starters_for
 from app.chat.conversations import (
+    conversation_dict,
     conversations_for,
     create_conversation,
+    rename_conversation,
     row_dict,
 )
+from app.chat.events import ConversationChanged
 from app.chat.models import STREAMING, Conversation, Message
 from app.chat.rows import rows_after
 from app.db import utcnow
@@ -48,7 +53,7 @@ from app.workspace.attachments import (
 bp = Blueprint("chat", __name__)
 
 
-def _page(conversation: Conversation | None):
+def _page(conversation: Conversation | None, draft: bool = False):
     session = db_session()
     rows = [row_dict(r) for r in rows_after(session, conversation.id)] if conversation else []
     starters, pending = starters_for(current_user) if not rows else ([], False)
@@ -56,6 +61,7 @@ def _page(conversation: Conversation | None):
         "chat/page.html",
         conversations=conversations_for(session, current_user.id),
         conversation=conversation,
+        draft=draft,
         rows=rows,
         busy=conversation is not None and conversation.status == STREAMING,
         form=ConfirmForm(),
@@ -77,6 +83,16 @@ def index():
     if conversations:
         return redirect(url_for("chat.show", conversation_id=conversations[0].id))
     return _page(None)
+
+
+@bp.get("/chats/new")
+@login_required
+def draft():
+    """ "+ New chat": an empty composer. Nothing is stored until the first message is sent
+    (to /chats/start), so clicking it leaves no empty chat behind."""
+    if _must_onboard():
+        return redirect(url_for("chat.welcome"))
+    return _page(None, draft=True)
 
 
 @bp.get("/chats/<int:conversation_id>")
@@ -151,28 +167,32 @@ def starters():
 @login_required
 @message_rate_limit
 def start():
-    """A new chat whose first message is a starter's prompt (the empty state without any
-    chat yet)."""
+    """A new chat with its first message: a draft's composer (/chats/new), or a starter's
+    prompt. The chat exists from here on; then the browser goes to its page."""
     settings = current_app.config["LOOPDESK"]
     message = (request.form.get("message") or "").strip()
-    if not message or len(message) > settings.max_message_chars:
-        abort(400)
+    if not message:
+        raise ApiError(400, "Write a message first.")
+    if len(message) > settings.max_message_chars:
+        raise ApiError(413, f"Messages can be at most {settings.max_message_chars} characters.")
     conversation = create_conversation(db_session(), current_user.id)
-    # One transaction: a refused turn (an ApiError, shown by the error handlers) leaves no
-    # chat behind.
+    # One transaction: a refused turn (an ApiError, shown by the error handlers: the
+    # banner, for htmx) leaves no chat behind.
     start_turn(conversation.id, message, None)
-    return redirect(url_for("chat.show", conversation_id=conversation.id))
+    return _go_to(url_for("chat.show", conversation_id=conversation.id), 201)
 
 
 @bp.post("/chats")
 @login_required
 def create():
-    session = db_session()
-    conversation = create_conversation(session, current_user.id)
-    session.commit()
-    target = url_for("chat.show", conversation_id=conversation.id)
+    """The old "New chat" form: opens a draft, which stores nothing until its first
+    message (scripts create chats with POST /api/chats)."""
+    return _go_to(url_for("chat.draft"), 200)
+
+
+def _go_to(target: str, htmx_status: int):
     if is_htmx():
-        response = make_response("", 201)
+        response = make_response("", htmx_status)
         response.headers["HX-Redirect"] = target
         return response
     return redirect(target)
@@ -188,12 +208,34 @@ def rename(conversation_id: int):
             return render_template(
                 "chat/_rename_form.html", conversation=conversation, form=form
             ), 400
-        conversation.title = form.title.data.strip()
+        rename_conversation(conversation, form.title.data)
         db_session().commit()
+        # Every tab of the person follows: list items, and the header and tab title of
+        # the tabs showing this chat.
+        current_app.extensions["services"].hub.publish_user(
+            current_user.id, ConversationChanged(conversation_dict(conversation))
+        )
         if not is_htmx():
             return redirect(url_for("chat.show", conversation_id=conversation.id))
-        return render_template("chat/_conversation_item.html", item=conversation, current=None)
+        shown_here = _current_chat() == conversation.id
+        html = render_template(
+            "chat/_conversation_item.html",
+            item=conversation,
+            conversation=conversation if shown_here else None,
+        )
+        if shown_here:
+            html += render_template(
+                "chat/_chat_title.html", title=conversation.title, swap_oob=True
+            )
+        return html
     return render_template("chat/_rename_form.html", conversation=conversation, form=form)
+
+
+def _current_chat() -> int | None:
+    """The chat the htmx request's page shows (HX-Current-URL), if any."""
+    path = urlsplit(request.headers.get("HX-Current-URL", "")).path.rstrip("/")
+    head, _, last = path.rpartition("/")
+    return int(last) if head.endswith("/chats") and last.isascii() and last.isdigit() else None
 
 
 @bp.get("/chats/<int:conversation_id>/item")
@@ -294,6 +336,17 @@ def stop(conversation_id: int):
 def conversation_attachments(conversation_id: int):
     """The chips above the composer: the conversation's attachments (the caller's own)."""
     return attachments_for(db_session(), current_user.id, conversation_id)
+
+
+@bp.app_template_filter("duration")
+def duration(ms) -> str:
+    """A step's time: "40 ms", "2.3 s", "1 min 5 s"."""
+    ms = int(ms or 0)
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms // 60_000} min {ms % 60_000 // 1000} s"
 
 
 @bp.app_template_filter("filesize")

@@ -96,16 +96,19 @@ class HtmlFrames:
             case ev.RunError(message=message):
                 return _template("chat/_banner.html", message=message, swap_oob=True)
             case ev.ConversationChanged(conversation=conversation):
+                shown_here = conversation["id"] == self.conversation_id
                 html = _template(
                     "chat/_conversation_item.html",
                     item=conversation,
-                    conversation=None,
+                    conversation={"id": self.conversation_id},
                     swap_oob=True,
                 )
-                if (
-                    conversation["id"] == self.conversation_id
-                    and conversation["status"] == "STREAMING"
-                ):
+                if shown_here:
+                    # A new title (proposed or renamed): the header, and the tab's title.
+                    html += _template(
+                        "chat/_chat_title.html", title=conversation["title"], swap_oob=True
+                    )
+                if shown_here and conversation["status"] == "STREAMING":
                     html += _template(
                         "chat/_composer.html",
                         conversation_id=self.conversation_id,

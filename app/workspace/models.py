@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import ForeignKey, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
+from app.db import NEVER_REUSED_IDS, Base, utcnow
 
 
 def _owner() -> Mapped[int]:
@@ -21,6 +21,7 @@ def _optional_offer() -> Mapped[int | None]:
 
 class Offer(Base):
     __tablename__ = "offers"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
@@ -35,6 +36,7 @@ class Offer(Base):
 
 class Persona(Base):
     __tablename__ = "personas"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
@@ -49,6 +51,7 @@ class Persona(Base):
 
 class VisualAsset(Base):
     __tablename__ = "visual_assets"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
@@ -67,6 +70,7 @@ class Output(Base):
     """A saved agent result (a quiz, ad copy...), linked to its offer and conversation."""
 
     __tablename__ = "outputs"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
@@ -82,6 +86,7 @@ class Output(Base):
 
 class Character(Base):
     __tablename__ = "characters"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
@@ -98,6 +103,7 @@ class Character(Base):
 
 class Campaign(Base):
     __tablename__ = "campaigns"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
@@ -126,6 +132,7 @@ class ImagePreset(Base):
 
 class Attachment(Base):
     __tablename__ = "attachments"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()

@@ -3,6 +3,7 @@ Chromium driven by Playwright (never a downloaded browser)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -84,6 +85,22 @@ def log_in(page, live_server, email="ada@example.com", password=PASSWORD):
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server.url}/**")
+
+
+def new_chat(page, live_server) -> int:
+    """An empty chat of the logged-in person, open with its socket connected. "+ New chat"
+    opens a draft that has no chat (and no socket) until its first message, so the chat
+    is made as a script would, with the page's session and CSRF token."""
+    page.goto(f"{live_server.url}/chats/new")
+    csrf = json.loads(page.get_attribute("body", "hx-headers"))["X-CSRFToken"]
+    response = page.request.post(
+        f"{live_server.url}/api/chats", data={}, headers={"X-CSRFToken": csrf}
+    )
+    assert response.status == 201, response.text()
+    chat_id = response.json()["id"]
+    page.goto(f"{live_server.url}/chats/{chat_id}")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    return chat_id
 
 
 def screenshot(page, name: str) -> Path:

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from tests.billing.conftest import set_allowance
-from tests.browser.conftest import log_in
+from tests.browser.conftest import log_in, new_chat
 from tests.fake_model import Turn, text
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -20,13 +20,7 @@ def live_app(make_app, fake_model):
 
 
 def _new_chat(page, live_server) -> int:
-    page.goto(f"{live_server.url}/")
-    before = page.url
-    page.click("text=+ New chat")
-    # The page we came from may have an open socket too: wait for the new chat's page.
-    page.wait_for_url(lambda url: url != before and "/chats/" in url)
-    page.wait_for_selector("body[data-socket=open]", state="attached")
-    return int(page.url.rstrip("/").rsplit("/", 1)[1])
+    return new_chat(page, live_server)
 
 
 def _send(page, message):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from app.workspace.models import Offer, Persona
-from tests.browser.conftest import log_in, wait_until
+from tests.browser.conftest import log_in, new_chat, wait_until
 from tests.fake_model import Turn, text, tool_use
 
 
@@ -38,9 +38,7 @@ def test_the_briefing_can_be_completed_with_the_keyboard_alone(
         Turn(text("Let's plan it."), tool_use("collect_campaign_briefing", {}, id="toolu_brief"))
     )
     log_in(page, live_server)
-    page.goto(f"{live_server.url}/")
-    page.click("text=+ New chat")
-    page.wait_for_selector("body[data-socket=open]", state="attached")
+    new_chat(page, live_server)
     page.fill("#composer-input", "Plan a campaign")
     page.keyboard.press("Enter")
     page.wait_for_selector(".card-q[data-status=awaiting]")

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from app.workspace.models import Offer
-from tests.browser.conftest import log_in, screenshot, wait_until
+from tests.browser.conftest import log_in, new_chat, screenshot, wait_until
 from tests.fake_model import Turn, text, tool_use
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -57,10 +57,7 @@ def _offer(live_app, user_id, name="Calm Mornings Coaching"):
 
 
 def _new_chat(page, live_server):
-    page.goto(f"{live_server.url}/")
-    page.click("text=+ New chat")
-    page.wait_for_selector("body[data-socket=open]", state="attached")
-    return int(page.url.rstrip("/").rsplit("/", 1)[1])
+    return new_chat(page, live_server)
 
 
 def _send(page, message):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from app.workspace.models import Offer
-from tests.browser.conftest import log_in
+from tests.browser.conftest import log_in, new_chat
 from tests.fake_model import Turn, text, tool_use
 from tests.xss_payloads import XSS_PAYLOADS
 
@@ -40,9 +40,7 @@ def test_payloads_execute_nothing_and_fire_no_request(
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     context.add_init_script(CAPTURE_VIOLATIONS)
     log_in(page, live_server)
-    page.goto(f"{live_server.url}/")
-    page.click("text=+ New chat")
-    page.wait_for_selector("body[data-socket=open]", state="attached")
+    new_chat(page, live_server)
     page.wait_for_selector("#composer-input")
     page.on("request", lambda request: requests.append(request.url))
 

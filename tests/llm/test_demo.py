@@ -499,3 +499,22 @@ def test_a_forced_tool_the_demo_does_not_know_gets_a_plain_sentence(model):
         }
     )
     assert turn.tool_uses == [] and turn.text.strip()
+
+
+def test_a_chat_title_is_the_first_words_of_the_persons_message(model):
+    from app.chat.titles import SYSTEM, TITLE
+    from app.llm.structured import structured_call
+
+    said = (
+        "## The person's first message\nWrite three short ads for my coaching offer, please.\n\n"
+        "## The assistant's first answer\nHere they are."
+    )
+    data = structured_call(
+        model,
+        model_name=MODEL,
+        system=SYSTEM,
+        messages=[{"role": "user", "content": said}],
+        shape=TITLE,
+        max_tokens=100,
+    )
+    assert data == {"title": "Write three short ads for my"}

@@ -84,27 +84,69 @@ def test_someone_elses_chat_page_is_404(client, user, bob):
 # Creating
 
 
-def test_create_with_htmx_answers_201_and_hx_redirect(app, client, user, auth):
+def test_new_chat_is_a_link_to_a_draft(app, client, user):
+    html = client.get("/").get_data(as_text=True)
+    assert 'href="/chats/new"' in html and "+ New chat" in html
+    response = client.get("/chats/new")
+    assert response.status_code == 200
+    html = response.get_data(as_text=True)
+    assert '<h1 id="chat-title">New chat</h1>' in html
+    assert 'hx-post="/chats/start"' in html  # its composer creates the chat
+    assert "ws-connect" not in html  # nothing to listen to yet
+    assert count(app, Conversation) == 0
+
+
+def test_empty_new_chats_leave_nothing_behind(app, client, user, auth):
+    for _ in range(3):
+        assert client.get("/chats/new").status_code == 200
+    # The old form route opens the draft too, and stores nothing.
     response = client.post("/chats", headers=htmx(auth))
+    assert response.status_code == 200
+    assert response.headers["HX-Redirect"] == "/chats/new"
+    assert redirect_path(client.post("/chats", data={"csrf_token": auth.csrf})) == "/chats/new"
+    assert count(app, Conversation) == 0
+    assert client.get("/").status_code == 200  # still the empty state: no chat to open
+
+
+def test_the_drafts_first_message_creates_the_chat(app, client, user, auth):
+    response = client.post("/chats/start", data={"message": "Plan my launch"}, headers=htmx(auth))
     assert response.status_code == 201
     with database(app).session() as session:
         conversation = session.query(Conversation).one()
+        first = session.query(Message).filter_by(conversation_id=conversation.id).first()
     assert conversation.user_id == user
-    assert conversation.title == "New chat"
+    assert conversation.title == "Plan my launch"
+    assert first.content == "Plan my launch"
     assert response.headers["HX-Redirect"] == f"/chats/{conversation.id}"
-    assert client.get(response.headers["HX-Redirect"]).status_code == 200
 
 
-def test_create_from_a_plain_form_redirects(app, client, user, auth):
-    response = client.post("/chats", data={"csrf_token": auth.csrf})
-    assert redirect_path(response).startswith("/chats/")
-    assert count(app, Conversation, Conversation.user_id == user) == 1
+def test_a_drafts_empty_message_is_refused_in_the_banner(app, client, user, auth):
+    response = client.post("/chats/start", data={"message": "  "}, headers=htmx(auth))
+    assert response.status_code == 400
+    assert response.headers["HX-Retarget"] == "#banner"
+    assert "Write a message first." in response.get_data(as_text=True)
+    assert count(app, Conversation) == 0
 
 
 def test_create_without_csrf_token_creates_nothing(app, client, user):
     response = client.post("/chats", headers=HTMX)
     assert response.status_code == 400
+    response = client.post("/chats/start", data={"message": "Hi"}, headers=HTMX)
+    assert response.status_code == 400
     assert count(app, Conversation) == 0
+
+
+def test_a_deleted_chats_id_is_never_reused(app, client, user, auth):
+    """SQLite hands out the largest rowid again without AUTOINCREMENT: the newest chat's
+    URL would open the next one. (On PostgreSQL sequences never go back.)"""
+    older = add_conversation(app, user, "Older")
+    newest = add_conversation(app, user, "Newest")
+    assert client.post(f"/chats/{newest}/delete", headers=htmx(auth)).status_code == 200
+    client.post("/chats/start", data={"message": "Next one"}, headers=htmx(auth))
+    with database(app).session() as session:
+        ids = sorted(c.id for c in session.query(Conversation))
+    assert ids[0] == older and ids[1] > newest
+    assert client.get(f"/chats/{newest}").status_code == 404
 
 
 # Renaming
@@ -135,6 +177,36 @@ def test_rename_with_htmx_returns_the_item_partial(app, client, auth, chat):
     assert '<span class="title">New title</span>' in html
     assert fetch(app, Conversation, chat).title == "New title"
     assert api_titles(client) == ["New title"]
+
+
+def test_rename_of_the_open_chat_also_updates_its_header(app, client, auth, chat):
+    headers = htmx(auth, **{"HX-Current-URL": f"http://localhost/chats/{chat}"})
+    response = client.post(f"/chats/{chat}/rename", data={"title": "Spring <b>"}, headers=headers)
+    html = response.get_data(as_text=True)
+    assert f'<li id="conv-{chat}" class="conversation-item current"' in html
+    assert '<h1 id="chat-title" hx-swap-oob="true">Spring &lt;b&gt;</h1>' in html
+    # From another chat's page the header is not touched.
+    headers = htmx(auth, **{"HX-Current-URL": "http://localhost/chats/999"})
+    html = client.post(f"/chats/{chat}/rename", data={"title": "X"}, headers=headers).get_data(
+        as_text=True
+    )
+    assert "chat-title" not in html
+
+
+def test_a_rename_is_the_persons_title(app, client, auth, chat):
+    client.post(f"/chats/{chat}/rename", data={"title": "Mine"}, headers=htmx(auth))
+    assert fetch(app, Conversation, chat).title_source == "person"
+
+
+def test_a_rename_reaches_the_persons_other_tabs(app, client, auth, user, chat):
+    subscription = app.extensions["services"].hub.subscribe(12345, user)
+    try:
+        client.post(f"/chats/{chat}/rename", data={"title": "Elsewhere"}, headers=htmx(auth))
+        event = subscription.get(timeout=2)
+    finally:
+        subscription.close()
+    assert event.kind == "conversation"
+    assert event.conversation["id"] == chat and event.conversation["title"] == "Elsewhere"
 
 
 def test_rename_from_a_plain_form_redirects(app, client, auth, chat):

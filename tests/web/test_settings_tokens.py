@@ -127,7 +127,7 @@ def test_token_works_on_browser_forms_without_csrf(app, user):
     response = script.post(f"/chats/{chat}/rename", data={"title": "Renamed"}, headers=bearer(raw))
     assert redirect_path(response) == f"/chats/{chat}"
     assert fetch(app, Conversation, chat).title == "Renamed"
-    response = script.post("/chats", headers=bearer(raw))
+    response = script.post("/chats/start", data={"message": "Hi"}, headers=bearer(raw))
     assert redirect_path(response).startswith("/chats/")
     assert count(app, Conversation, Conversation.user_id == user) == 2
 
