@@ -92,6 +92,7 @@ class HostLoop:
         self.model_answers = 0
         self.billable_calls = 0
         self.approval_pending = True  # until load_state knows better
+        self.branched = False
         self.state_loaded = False
 
     def load_state(self, session) -> None:
@@ -100,6 +101,16 @@ class HostLoop:
         self.approval_pending = awaiting_approval(session, self.conversation_id) is not None
         self.tainted = is_tainted(session, self.conversation_id, self.services.tools)
         self.named_hosts = named_hosts(session, self.conversation_id)
+        # A branched conversation (app/chat/branches.py): rows pushed during the run carry
+        # no siblings, so clients re-render the shown branch once it ends.
+        self.branched = (
+            session.scalar(
+                select(Conversation.branch_chosen_at_sequence).where(
+                    Conversation.id == self.conversation_id
+                )
+            )
+            is not None
+        )
         self.state_loaded = True
 
     # -- the loop ---------------------------------------------------------------------
@@ -154,6 +165,8 @@ class HostLoop:
         self.run_log.flush()
         if changed is not None:
             self.services.hub.publish_user(self.user_id, changed)
+        if self.branched:
+            self.services.hub.publish(self.conversation_id, ev.BranchChanged())
         return status
 
     def _loop(self) -> str:
