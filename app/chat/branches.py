@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, func, literal, select
+from sqlalchemy import func, literal, select
 from sqlalchemy.orm import Session, aliased
 
 from app.chat.conversations import row_dict
@@ -101,12 +101,10 @@ def branch_rows(
     if limit is not None and below is None:
         step = step.where(path.c.depth < limit)
     path = path.union_all(step)
+    # IN (the path), not a join: each row is then looked up by the unique index.
     query = (
         select(Message)
-        .join(
-            path, and_(Message.conversation_id == conversation.id, Message.sequence == path.c.seq)
-        )
-        .where(*where)
+        .where(*where, Message.sequence.in_(select(path.c.seq)))
         .order_by(Message.sequence)
     )
     rows = list(session.scalars(query))
@@ -219,3 +217,29 @@ def show_branch(session: Session, conversation: Conversation, tree: Tree, leaf: 
         conversation.summary = None
         conversation.summarized_up_to_sequence = 0
     conversation.touch()
+
+
+def restore_unanswered_fork(session: Session, conversation_id: int) -> bool:
+    """After a run: a regenerate stopped before it wrote anything leaves the shown branch
+    ending at the person's message, its older answers out of sight; show the newest of
+    them again. True when it did (the caller commits)."""
+    conversation = session.scalar(
+        select(Conversation).where(Conversation.id == conversation_id).with_for_update()
+    )
+    if conversation is None or conversation.branch_chosen_at_sequence is None:
+        return False
+    if conversation.active_run_id is not None:
+        return False
+    leaf = current_leaf(session, conversation)
+    if leaf is None or leaf != conversation.branch_leaf_sequence:
+        return False  # rows were written since the branch was chosen
+    has_children = session.scalar(
+        select(Message.id)
+        .where(Message.conversation_id == conversation_id, Message.parent_sequence == leaf)
+        .limit(1)
+    )
+    if has_children is None:
+        return False
+    tree = Tree.load(session, conversation_id)
+    show_branch(session, conversation, tree, tree.newest_descendant(leaf))
+    return True

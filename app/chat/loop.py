@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 
 from app.billing.meter import record_run_usage
 from app.chat import events as ev
+from app.chat.branches import restore_unanswered_fork
 from app.chat.context_window import HostRequestBuilder, PreparedRequest
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.liveness import StreamWatch
@@ -166,6 +167,7 @@ class HostLoop:
         if changed is not None:
             self.services.hub.publish_user(self.user_id, changed)
         if self.branched:
+            self.restore_unanswered_fork()
             self.services.hub.publish(self.conversation_id, ev.BranchChanged())
         return status
 
@@ -475,6 +477,15 @@ class HostLoop:
             tool_use_id=tool_use["id"],
             should_stop=self.is_cancelled,
         )
+
+    def restore_unanswered_fork(self) -> None:
+        """A regenerate stopped before its first row shows the older answer again."""
+        try:
+            with self.services.database.session() as session:
+                if restore_unanswered_fork(session, self.conversation_id):
+                    session.commit()
+        except Exception:
+            log.exception("run %s: the shown branch could not be restored", self.run_id)
 
     # -- bookkeeping ----------------------------------------------------------------------
 

@@ -504,3 +504,22 @@ def test_a_page_that_missed_a_switch_gets_the_whole_branch_when_it_reconnects(
     assert 'hx-swap-oob="innerHTML:#rows"' in html
     assert 'id="m-1"' in html and 'id="m-3"' in html and 'id="m-2"' not in html
     assert "2/2" in html and 'id="branch-state"' in html
+
+
+def test_a_regenerate_stopped_before_it_wrote_anything_shows_the_old_answer_again(
+    app, chat, fake_model
+):
+    fake_model.script("First answer.", Turn(text("never seen"), delay_first=5))
+    chat_id = chat.new_chat()
+    chat.wait(chat.send(chat_id, "Hi"))
+    run_id = _run_of(_loop(chat, chat_id, {"regenerate": 2}))
+    fake_model.wait_for_requests(2)
+    assert _shown(chat.rows(chat_id)) == [(1, "user", "Hi")]  # the answer is being rewritten
+
+    chat.client.post(f"/api/chats/{chat_id}/stop", headers=chat.auth.headers())
+    assert chat.wait(run_id)["status"] == "cancelled"
+
+    deadline = time.monotonic() + 5
+    while len(chat.rows(chat_id)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _shown(chat.rows(chat_id)) == [(1, "user", "Hi"), (2, "host", "First answer.")]
