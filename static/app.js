@@ -56,7 +56,11 @@ const Loopdesk = (() => {
     // Every (re)connect: tell the server the last row we hold; having subscribed first,
     // it sends the rows persisted since, so nothing falls between fetch and subscribe.
     document.body.addEventListener("htmx:wsOpen", (event) => {
-      event.detail.socketWrapper.sendImmediately(JSON.stringify({ after: lastSequence(rows) }));
+      // ...and the branch it shows, so a branch switch missed meanwhile is sent whole.
+      const branch = document.getElementById("branch-state");
+      event.detail.socketWrapper.sendImmediately(JSON.stringify({
+        after: lastSequence(rows), branch: branch ? branch.dataset.branch : undefined,
+      }));
       document.body.dataset.socket = "open";
     });
     document.body.addEventListener("htmx:wsClose", () => {

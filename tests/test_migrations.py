@@ -174,3 +174,42 @@ def test_public_ids_are_never_reused_after_a_delete(app):
         second = insert_message(session, chat.id, role="user", kind="user", content="b")
         session.commit()
         assert second.id > first.id
+
+
+def test_branches_migration_reads_existing_conversations_as_one_straight_branch(make_app):
+    """b5d2e8f41c7a: rows written before it follow the row before them."""
+    from flask_migrate import downgrade
+    from sqlalchemy import select
+
+    from app.accounts.service import create_user
+    from app.chat.conversations import create_conversation
+    from app.chat.models import Conversation, Message
+    from app.chat.rows import insert_message
+
+    app = make_app(create_schema=False)
+    database = app.extensions["database"]
+    with app.app_context():
+        upgrade()
+        with database.session() as session:
+            user = create_user(session, "ada@example.com", "correct horse battery")
+            chats = [create_conversation(session, user.id).id for _ in range(2)]
+            for chat_id, count in zip(chats, (3, 2), strict=True):
+                for n in range(count):
+                    insert_message(session, chat_id, role="user", kind="user", content=f"m{n}")
+            session.commit()
+        downgrade(revision="f127f3b6f14d")
+        upgrade()
+    with database.session() as session:
+        parents = {
+            chat_id: session.scalars(
+                select(Message.parent_sequence)
+                .where(Message.conversation_id == chat_id)
+                .order_by(Message.sequence)
+            ).all()
+            for chat_id in chats
+        }
+        branches = session.execute(
+            select(Conversation.branch_leaf_sequence, Conversation.branch_chosen_at_sequence)
+        ).all()
+    assert parents == {chats[0]: [None, 1, 2], chats[1]: [None, 1]}
+    assert {tuple(b) for b in branches} == {(None, None)}

@@ -9,9 +9,10 @@ import json
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from app.chat.branches import branch_rows
 from app.chat.budget import (
     estimate_blocks,
     estimate_text,
@@ -144,20 +145,14 @@ class Summarizer:
 def rows_to_compact(
     session: Session, conversation: Conversation, tail: list[Message], recent_budget: int
 ) -> list[Message]:
-    """The rows before the recent window not yet covered by the summary (read only)."""
+    """The shown branch's rows before the recent window not yet covered by the summary
+    (read only). The summary only ever covers one branch: the rows up to
+    `summarized_up_to_sequence` along it (choosing a branch without that row drops it)."""
     cut = choose_cut(tail, recent_budget)
     if cut is None:
         return []
-    return list(
-        session.scalars(
-            select(Message)
-            .where(
-                Message.conversation_id == conversation.id,
-                Message.sequence > conversation.summarized_up_to_sequence,
-                Message.sequence < cut,
-            )
-            .order_by(Message.sequence)
-        )
+    return branch_rows(
+        session, conversation, above=conversation.summarized_up_to_sequence, below=cut
     )
 
 

@@ -47,11 +47,14 @@ def conversation_dict(conversation: Conversation) -> dict:
     }
 
 
-def row_dict(row: Message) -> dict:
-    """A row as the API and the JSON socket show it (docs/CONTRACT.md)."""
+def row_dict(row: Message, siblings: list[int] | None = None) -> dict:
+    """A row as the API and the JSON socket show it (docs/CONTRACT.md). `siblings`: the
+    alternatives at this point (app/chat/branches.py); without them, the row alone."""
     data = {
         "id": row.id,
         "sequence": row.sequence,
+        "parent": row.parent_sequence,
+        "siblings": siblings or [row.sequence],
         "role": row.role,
         "kind": row.kind,
         "content": row.content,

@@ -104,6 +104,18 @@ class ConversationChanged:
     kind: Literal["conversation"] = "conversation"
 
 
+@dataclass(frozen=True)
+class BranchChanged:
+    """Another branch of the conversation is shown (regenerate, edit, a switch; and the
+    end of a regenerate or edit run, whose rows were pushed without their siblings).
+    Published empty; each socket fills in the shown branch as it sends it."""
+
+    leaf: int | None = None
+    version: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    kind: Literal["branch"] = "branch"
+
+
 Event = (
     TextDelta
     | HostTurn
@@ -116,6 +128,7 @@ Event = (
     | Status
     | Keepalive
     | ConversationChanged
+    | BranchChanged
 )
 
 _CAMEL = {"run_id": "runId", "tool_use_id": "toolUseId"}

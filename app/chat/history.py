@@ -1,16 +1,17 @@
 """The model's view of a conversation, rebuilt from rows on every model call.
 
 Rows carry their Anthropic content blocks in `meta.blocks`; rows without blocks (agent
-output cards, notices, errors) are for people only. Only the tail is read."""
+output cards, notices, errors) are for people only. Only the tail of the shown branch is
+read."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.chat.branches import branch_rows
 from app.chat.models import Conversation, Message
 
 DISMISSED = json.dumps({"dismissed": True})
@@ -18,16 +19,14 @@ ROWS_PER_MESSAGE = 3  # how many rows to read per message the cap allows
 
 
 def load_tail(session: Session, conversation: Conversation, cap: int) -> list[Message]:
-    query = (
-        select(Message)
-        .where(
-            Message.conversation_id == conversation.id,
-            Message.sequence > conversation.summarized_up_to_sequence,
-        )
-        .order_by(Message.sequence.desc())
-        .limit(cap * ROWS_PER_MESSAGE + 10)
+    """The newest rows of the shown branch after the summary (app/chat/branches.py): the
+    model never sees another branch's rows."""
+    return branch_rows(
+        session,
+        conversation,
+        above=conversation.summarized_up_to_sequence,
+        limit=cap * ROWS_PER_MESSAGE + 10,
     )
-    return list(reversed(session.scalars(query).all()))
 
 
 def merge_rows(rows: list[Message]) -> list[dict[str, Any]]:

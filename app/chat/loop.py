@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 
 from app.billing.meter import record_run_usage
 from app.chat import events as ev
+from app.chat.branches import restore_unanswered_fork
 from app.chat.context_window import HostRequestBuilder, PreparedRequest
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.liveness import StreamWatch
@@ -95,6 +96,7 @@ class HostLoop:
         self.model_answers = 0
         self.billable_calls = 0
         self.approval_pending = True  # until load_state knows better
+        self.branched = False
         self.state_loaded = False
         # The tool calls, kept as the run's "N steps" summary when it ends (app/chat/steps.py).
         self.steps = RunSteps(run_id, services.tools)
@@ -106,6 +108,16 @@ class HostLoop:
         self.approval_pending = awaiting_approval(session, self.conversation_id) is not None
         self.tainted = is_tainted(session, self.conversation_id, self.services.tools)
         self.named_hosts = named_hosts(session, self.conversation_id)
+        # A branched conversation (app/chat/branches.py): rows pushed during the run carry
+        # no siblings, so clients re-render the shown branch once it ends.
+        self.branched = (
+            session.scalar(
+                select(Conversation.branch_chosen_at_sequence).where(
+                    Conversation.id == self.conversation_id
+                )
+            )
+            is not None
+        )
         self.state_loaded = True
 
     # -- the loop ---------------------------------------------------------------------
@@ -165,6 +177,9 @@ class HostLoop:
             # After the chat's first exchange the fast model names it (app/chat/titles.py);
             # the run has ended and no transaction is open.
             propose_title(self.services, self.conversation_id, self.user_id)
+        if self.branched:
+            self.restore_unanswered_fork()
+            self.services.hub.publish(self.conversation_id, ev.BranchChanged())
         return status
 
     def _loop(self) -> str:
@@ -488,6 +503,15 @@ class HostLoop:
             tool_use_id=tool_use["id"],
             should_stop=self.is_cancelled,
         )
+
+    def restore_unanswered_fork(self) -> None:
+        """A regenerate stopped before its first row shows the older answer again."""
+        try:
+            with self.services.database.session() as session:
+                if restore_unanswered_fork(session, self.conversation_id):
+                    session.commit()
+        except Exception:
+            log.exception("run %s: the shown branch could not be restored", self.run_id)
 
     # -- bookkeeping ----------------------------------------------------------------------
 

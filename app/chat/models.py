@@ -40,6 +40,10 @@ class Conversation(Base):
     tool_phase: Mapped[str] = mapped_column(String(16), default="discovery")
     summary: Mapped[str | None] = mapped_column(Text)
     summarized_up_to_sequence: Mapped[int] = mapped_column(default=0)
+    # The shown branch (app/chat/branches.py): its leaf when it was last chosen, and the
+    # conversation's last sequence at that moment. Both NULL: never branched (one line).
+    branch_leaf_sequence: Mapped[int | None]
+    branch_chosen_at_sequence: Mapped[int | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
 
@@ -57,6 +61,8 @@ class Message(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
     sequence: Mapped[int]
+    # The row this one follows on its branch (NULL for the first row); set by the insert.
+    parent_sequence: Mapped[int | None]
     role: Mapped[str] = mapped_column(String(16))
     kind: Mapped[str] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(Text, default="")

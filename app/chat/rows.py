@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select
+from sqlalchemy import and_, bindparam, case, func, insert, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
 from app.chat.budget import estimate_blocks
@@ -21,14 +21,39 @@ _LOCK_CONVERSATION = (
     .where(_conversations.c.id == bindparam("conversation_id"))
     .with_for_update()
 )
+_LAST_SEQUENCE = (
+    select(func.max(_messages.c.sequence))
+    .where(_messages.c.conversation_id == bindparam("of_conversation"))
+    .scalar_subquery()
+)
+# The row a new one follows: the shown branch's leaf (app/chat/branches.py::leaf_of). Rows
+# written since the branch was chosen continue it (the last row); before any, the leaf
+# chosen. Computed by the INSERT too, so the insert stays one statement.
+_PARENT = (
+    select(
+        case(
+            (
+                and_(
+                    _conversations.c.branch_chosen_at_sequence.is_not(None),
+                    func.coalesce(_LAST_SEQUENCE, 0) <= _conversations.c.branch_chosen_at_sequence,
+                ),
+                _conversations.c.branch_leaf_sequence,
+            ),
+            else_=_LAST_SEQUENCE,
+        )
+    )
+    .where(_conversations.c.id == bindparam("of_conversation"))
+    .scalar_subquery()
+)
 _INSERT_NEXT = (
     insert(_messages)
     .values(
         sequence=select(func.coalesce(func.max(_messages.c.sequence), 0) + 1)
         .where(_messages.c.conversation_id == bindparam("of_conversation"))
-        .scalar_subquery()
+        .scalar_subquery(),
+        parent_sequence=_PARENT,
     )
-    .returning(_messages.c.id, _messages.c.sequence)
+    .returning(_messages.c.id, _messages.c.sequence, _messages.c.parent_sequence)
 )
 
 
@@ -41,7 +66,8 @@ def insert_message(
     content: str = "",
     meta: dict[str, Any] | None = None,
 ) -> Message:
-    """Append a row with the next sequence, inside the caller's transaction.
+    """Append a row with the next sequence, inside the caller's transaction, after the
+    shown branch's leaf (its `parent_sequence`).
 
     The sequence is computed by the INSERT itself (max+1) and guarded by the unique index
     on (conversation, sequence). Writers of one conversation are serialized first, so the
@@ -63,7 +89,15 @@ def insert_message(
         "created_at": utcnow(),
     }
     inserted = session.execute(_INSERT_NEXT, {**values, "of_conversation": conversation_id}).one()
-    return _persistent_row(session, {**values, "id": inserted.id, "sequence": inserted.sequence})
+    return _persistent_row(
+        session,
+        {
+            **values,
+            "id": inserted.id,
+            "sequence": inserted.sequence,
+            "parent_sequence": inserted.parent_sequence,
+        },
+    )
 
 
 def insert_tool_result(

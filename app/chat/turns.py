@@ -3,6 +3,7 @@ the run, in one transaction. Shared by the JSON API and the chat page."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.accounts.models import User
 from app.billing.quota import quota_exceeded
+from app.chat.branches import Tree, current_leaf, show_branch
 from app.chat.models import ACTIVE_RUN_STATUSES, TITLE_DEFAULT, TITLE_MESSAGE, Message, Run
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.runs import (
@@ -113,39 +115,163 @@ def submit_message(
     """A new message. A card still waiting is dismissed with the message, so the
     conversation never deadlocks on an unanswered question."""
     conversation = _locked(session, settings, conversation_id, user_id)
-    rows: list[Message] = []
-    card_row = awaiting_card(session, conversation.id)
-    if card_row is not None:
-        answer = {"dismissed": True, "user_message": text}
-        _tool_result_row(session, conversation.id, card_row.meta["card"], answer)
-        _close_card(card_row, "dismissed", answer)
-        rows.append(card_row)
-    approved_row = awaiting_approval(session, conversation.id)
-    if approved_row is not None:
-        # Approved, but its run never carried it out (stopped, or failed first): the new
-        # message closes it, so no later run does something the person has moved on from.
-        card = approved_row.meta["card"]
-        _tool_result_row(session, conversation.id, card, {"approved": True, "message": NOT_RUN})
-        approved_row.meta = {**approved_row.meta, "card": {**card, "executed": True}}
+    rows = _close_waiting(session, conversation.id, {"dismissed": True, "user_message": text})
     # The model is told about files attached since the person last wrote (the visible
     # row keeps just what they typed).
     note = attachment_note(session, conversation.id, None)
-    model_text = f"{text}\n\n{note}" if note else text
-    rows.append(
-        insert_message(
-            session,
-            conversation.id,
-            role="user",
-            kind="user",
-            content=text,
-            meta={"blocks": [{"type": "text", "text": model_text}]},
-        )
-    )
+    rows.append(_user_row(session, conversation.id, text, note))
     if conversation.title_source == TITLE_DEFAULT:
         # A placeholder until the fast model names the chat (app/chat/titles.py).
         conversation.title = _title_from(text)
         conversation.title_source = TITLE_MESSAGE
     return _start(session, conversation, "message", rows)
+
+
+def _close_waiting(session: Session, conversation_id: int, dismissal: dict) -> list[Message]:
+    """Close what waits at the shown branch's end before the conversation moves on: a card
+    still waiting is dismissed (`dismissal` is its tool result), an approved confirmation
+    its run never carried out is closed as not run. Returns the card row it changed."""
+    rows: list[Message] = []
+    card_row = awaiting_card(session, conversation_id)
+    if card_row is not None:
+        _tool_result_row(session, conversation_id, card_row.meta["card"], dismissal)
+        _close_card(card_row, "dismissed", dismissal)
+        rows.append(card_row)
+    approved_row = awaiting_approval(session, conversation_id)
+    if approved_row is not None:
+        # Approved, but its run never carried it out (stopped, or failed first): the new
+        # message closes it, so no later run does something the person has moved on from.
+        card = approved_row.meta["card"]
+        _tool_result_row(session, conversation_id, card, {"approved": True, "message": NOT_RUN})
+        approved_row.meta = {**approved_row.meta, "card": {**card, "executed": True}}
+    return rows
+
+
+def _user_row(session: Session, conversation_id: int, text: str, note: str) -> Message:
+    model_text = f"{text}\n\n{note}" if note else text
+    return insert_message(
+        session,
+        conversation_id,
+        role="user",
+        kind="user",
+        content=text,
+        meta={"blocks": [{"type": "text", "text": model_text}]},
+    )
+
+
+# -- branches: regenerate, edit, choose (app/chat/branches.py) --------------------------
+
+ANSWER_KINDS = ("host", "card", "agent_output", "error")
+LEFT_BRANCH = {"dismissed": True}  # a card waiting on a branch that is left
+
+
+def _row_or_404(tree: Tree, sequence: int, *kinds: str) -> Message:
+    row = tree.rows.get(sequence)
+    if row is None or row.kind not in kinds:
+        raise TurnRejected(404, "NOT_FOUND", "There is no such message in this chat.")
+    return row
+
+
+def _move_to(session: Session, conversation, tree: Tree, leaf: int | None) -> bool:
+    """Show the branch ending at `leaf`, closing what waits on the branch left first.
+    False when that branch is already the one shown."""
+    if leaf == current_leaf(session, conversation):
+        return False
+    _close_waiting(session, conversation.id, LEFT_BRANCH)
+    show_branch(session, conversation, tree, leaf)
+    return True
+
+
+def submit_regenerate(
+    session: Session, settings: Settings, conversation_id: int, user_id: int, sequence: int
+) -> StartedTurn:
+    """A new answer to the person's message that a host row answers, beside the old one:
+    the branch shown ends at that message and a run answers it anew."""
+    conversation = _locked(session, settings, conversation_id, user_id)
+    tree = Tree.load(session, conversation.id)
+    answer = _row_or_404(tree, sequence, *ANSWER_KINDS)
+    if answer.role != "assistant":
+        raise TurnRejected(404, "NOT_FOUND", "There is no such message in this chat.")
+    message = tree.nearest_user_row(answer.sequence)
+    if message is None:
+        raise TurnRejected(404, "NOT_FOUND", "That row answers no message of yours.")
+    _move_to(session, conversation, tree, message.sequence)
+    return _start(session, conversation, "regenerate", [])
+
+
+def submit_edit(
+    session: Session,
+    settings: Settings,
+    conversation_id: int,
+    user_id: int,
+    sequence: int,
+    text: str,
+) -> StartedTurn:
+    """A new version of one of the person's messages, beside the old one, answered anew."""
+    conversation = _locked(session, settings, conversation_id, user_id)
+    tree = Tree.load(session, conversation.id)
+    original = _row_or_404(tree, sequence, "user")
+    fork = original.parent_sequence
+    dismissal = tree.rows.get(fork) if fork is not None else None
+    if _dismissed_by(dismissal, original.content):
+        # The message dismissed a card (its tool result quotes it): the new version
+        # dismisses that card with its own words, on a branch of its own.
+        fork = dismissal.parent_sequence
+    _move_to(session, conversation, tree, fork)
+    if fork != original.parent_sequence:
+        card_row = tree.rows[fork]
+        card = card_row.meta.get("card", {})
+        _tool_result_row(session, conversation.id, card, {"dismissed": True, "user_message": text})
+    # Files the old version announced stay announced, and any attached since.
+    notes = [_note_of(original), attachment_note(session, conversation.id, None)]
+    note = "\n".join(dict.fromkeys(line for n in notes for line in n.splitlines() if line))
+    return _start(session, conversation, "edit", [_user_row(session, conversation.id, text, note)])
+
+
+def _dismissed_by(row: Message | None, text: str) -> bool:
+    if row is None or row.kind != "tool_result":
+        return False
+    for block in row.meta.get("blocks", []):
+        try:
+            result = json.loads(block.get("content") or "")
+        except (TypeError, ValueError):
+            continue
+        if (
+            isinstance(result, dict)
+            and result.get("dismissed")
+            and result.get("user_message") == text
+        ):
+            return True
+    return False
+
+
+def _note_of(row: Message) -> str:
+    """The attachment lines the model saw with a message (after what was typed)."""
+    blocks = row.meta.get("blocks") or [{}]
+    model_text = str(blocks[0].get("text", ""))
+    if model_text.startswith(row.content):
+        return model_text[len(row.content) :].strip()
+    return ""
+
+
+def choose_branch(session: Session, conversation_id: int, user_id: int, sequence: int) -> bool:
+    """Show the branch through the row `sequence`: the one already shown when it runs
+    through that row, else that row's newest branch. True when the shown branch changed."""
+    conversation = lock_conversation(session, conversation_id)
+    if conversation is None or conversation.user_id != user_id:
+        raise TurnRejected(404, "NOT_FOUND", "Not found.")
+    if active_run(session, conversation.id) is not None:
+        raise TurnRejected(
+            409,
+            "RUN_IN_FLIGHT",
+            "A reply is being written in this chat. Wait for it or press Stop.",
+        )
+    tree = Tree.load(session, conversation.id)
+    if sequence not in tree.rows:
+        raise TurnRejected(404, "NOT_FOUND", "There is no such message in this chat.")
+    if tree.on_path(sequence, current_leaf(session, conversation)):
+        return False
+    return _move_to(session, conversation, tree, tree.newest_descendant(sequence))
 
 
 def submit_tool_response(

@@ -15,20 +15,19 @@ from app.agents.guidelines import (
     ordered_guidelines,
     replace_rules,
 )
+from app.chat.branches import branch_version, current_leaf, shown_rows
 from app.chat.conversations import (
     conversation_dict,
     conversations_for,
     create_conversation,
-    row_dict,
 )
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
-from app.chat.rows import rows_after
 from app.extensions import message_rate_limit
 from app.web.access import owned_conversation, owned_or_404
 from app.web.admin import admin_required
 from app.web.errors import ApiError
 from app.web.identity import db_session
-from app.web.turns import start_turn, stop_conversation
+from app.web.turns import start_turn, stop_conversation, switch_branch
 from app.workspace.attachments import AttachmentRefused, store_upload
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -83,28 +82,48 @@ def list_messages(conversation_id: int):
     # ASCII digits only (str.isdigit accepts '²'), and small enough for the database.
     if not re.fullmatch(r"[0-9]{1,15}", after):
         raise ApiError(400, "'after' must be a non-negative whole number.", "INVALID_FIELD")
-    rows = rows_after(db_session(), conversation.id, int(after))
-    return jsonify({"messages": [row_dict(row) for row in rows]})
+    rows = shown_rows(db_session(), conversation, int(after))
+    return jsonify({"messages": rows})
 
 
-LOOP_FIELDS = {"message", "toolResponse"}
+LOOP_FIELDS = {"message", "toolResponse", "regenerate", "edit"}
 
 
-def _loop_request(data: dict, max_chars: int) -> tuple[str | None, tuple[str, dict] | None]:
+def _message_text(message, max_chars: int, name: str = "message") -> str:
+    if not isinstance(message, str):
+        raise ApiError(400, f"'{name}' must be a string.", "INVALID_FIELD")
+    if not message.strip():
+        raise ApiError(400, f"'{name}' is empty.", "INVALID_FIELD")
+    if len(message) > max_chars:
+        raise ApiError(413, f"'{name}' is longer than {max_chars} characters.", "TOO_LARGE")
+    return message.strip()
+
+
+def _sequence(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 10**15:
+        raise ApiError(400, f"'{name}' must be a positive whole number.", "INVALID_FIELD")
+    return value
+
+
+def _loop_request(data: dict, max_chars: int):
+    """(message, toolResponse, branch): what the loop route was sent."""
     unknown = set(data) - LOOP_FIELDS
     if unknown:
         raise ApiError(400, f"Unknown field(s): {', '.join(sorted(unknown))}.", "INVALID_FIELD")
-    if ("message" in data) == ("toolResponse" in data):
-        raise ApiError(400, "Send either 'message' or 'toolResponse'.", "INVALID_BODY")
+    if len(set(data) & LOOP_FIELDS) != 1:
+        raise ApiError(
+            400, "Send one of 'message', 'toolResponse', 'regenerate' or 'edit'.", "INVALID_BODY"
+        )
     if "message" in data:
-        message = data["message"]
-        if not isinstance(message, str):
-            raise ApiError(400, "'message' must be a string.", "INVALID_FIELD")
-        if not message.strip():
-            raise ApiError(400, "'message' is empty.", "INVALID_FIELD")
-        if len(message) > max_chars:
-            raise ApiError(413, f"'message' is longer than {max_chars} characters.", "TOO_LARGE")
-        return message.strip(), None
+        return _message_text(data["message"], max_chars), None, None
+    if "regenerate" in data:
+        return None, None, ("regenerate", _sequence(data["regenerate"], "regenerate"))
+    if "edit" in data:
+        edit = data["edit"]
+        if not isinstance(edit, dict) or set(edit) != {"sequence", "message"}:
+            raise ApiError(400, "'edit' must be {sequence, message}.", "INVALID_FIELD")
+        sequence = _sequence(edit["sequence"], "edit.sequence")
+        return _message_text(edit["message"], max_chars, "edit.message"), None, ("edit", sequence)
     response = data["toolResponse"]
     if not isinstance(response, dict) or set(response) - {"toolUseId", "result"}:
         raise ApiError(400, "'toolResponse' must be {toolUseId, result}.", "INVALID_FIELD")
@@ -115,7 +134,7 @@ def _loop_request(data: dict, max_chars: int) -> tuple[str | None, tuple[str, di
         raise ApiError(400, "'toolResponse.result' must be an object.", "INVALID_FIELD")
     if len(json.dumps(result)) > max_chars:
         raise ApiError(413, "'toolResponse.result' is too large.", "TOO_LARGE")
-    return None, (tool_use_id, result)
+    return None, (tool_use_id, result), None
 
 
 @bp.post("/chats/<int:conversation_id>/loop")
@@ -126,9 +145,33 @@ def loop(conversation_id: int):
     request.get_data(cache=True)
     owned_conversation(conversation_id)
     services = current_app.extensions["services"]
-    message, tool_response = _loop_request(json_body(), services.settings.max_message_chars)
-    started = start_turn(conversation_id, message, tool_response)
+    message, tool_response, branch = _loop_request(json_body(), services.settings.max_message_chars)
+    started = start_turn(conversation_id, message, tool_response, branch)
     return jsonify({"runId": started.run.id}), 202
+
+
+@bp.put("/chats/<int:conversation_id>/branch")
+@login_required
+def choose_branch(conversation_id: int):
+    """Show the branch through row `sequence`; every client follows (docs/CONTRACT.md)."""
+    request.get_data(cache=True)
+    owned_conversation(conversation_id)
+    data = json_body()
+    if set(data) != {"sequence"}:
+        raise ApiError(400, "Send {sequence}.", "INVALID_BODY")
+    switch_branch(conversation_id, _sequence(data["sequence"], "sequence"))
+    return jsonify(_branch_body(conversation_id))
+
+
+def _branch_body(conversation_id: int) -> dict:
+    session = db_session()
+    conversation = session.get(Conversation, conversation_id)
+    session.refresh(conversation)
+    return {
+        "messages": shown_rows(session, conversation),
+        "leaf": current_leaf(session, conversation),
+        "branch": branch_version(conversation),
+    }
 
 
 @bp.post("/chats/<int:conversation_id>/stop")

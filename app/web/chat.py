@@ -26,23 +26,22 @@ from sqlalchemy import select
 
 from app.accounts.models import User
 from app.accounts.onboarding import default_starters, start_generation, starters_for
+from app.chat.branches import NEVER_BRANCHED, branch_version, shown_rows
 from app.chat.conversations import (
     conversation_dict,
     conversations_for,
     create_conversation,
     rename_conversation,
-    row_dict,
 )
 from app.chat.events import ConversationChanged
 from app.chat.models import STREAMING, Conversation, Message
-from app.chat.rows import rows_after
 from app.db import utcnow
 from app.extensions import message_rate_limit
 from app.web.access import is_htmx, owned_conversation, owned_or_404
 from app.web.errors import ApiError, error_response
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
-from app.web.turns import delete_conversation, start_turn, stop_conversation
+from app.web.turns import delete_conversation, start_turn, stop_conversation, switch_branch
 from app.workspace.attachments import (
     AttachmentRefused,
     attachments_for,
@@ -55,7 +54,7 @@ bp = Blueprint("chat", __name__)
 
 def _page(conversation: Conversation | None, draft: bool = False):
     session = db_session()
-    rows = [row_dict(r) for r in rows_after(session, conversation.id)] if conversation else []
+    rows = shown_rows(session, conversation) if conversation else []
     starters, pending = starters_for(current_user) if not rows else ([], False)
     return render_template(
         "chat/page.html",
@@ -67,6 +66,7 @@ def _page(conversation: Conversation | None, draft: bool = False):
         form=ConfirmForm(),
         starters=starters,
         starters_pending=pending,
+        branch_version=branch_version(conversation) if conversation else NEVER_BRANCHED,
     )
 
 
@@ -269,7 +269,7 @@ def rows(conversation_id: int):
     conversation = owned_conversation(conversation_id)
     after = request.args.get("after", "0")
     after = int(after) if after.isascii() and after.isdigit() and len(after) < 16 else 0
-    found = [row_dict(r) for r in rows_after(db_session(), conversation.id, after)]
+    found = shown_rows(db_session(), conversation, after)
     return render_template("chat/_row_list.html", rows=found, conversation_id=conversation.id)
 
 
@@ -317,6 +317,81 @@ def _banner_response(
         "chat/_composer.html", conversation_id=conversation_id, busy=False, draft=draft
     ) + render_template("chat/_banner.html", message=message, swap_oob=True)
     return make_response(html, status, headers or {})
+
+
+# -- branches (app/chat/branches.py): the pager, Regenerate and Edit on rows ----------------
+
+
+def _form_sequence() -> int:
+    value = request.form.get("sequence", "")
+    if not (value.isascii() and value.isdigit() and 0 < len(value) < 16) or int(value) == 0:
+        raise ApiError(400, "Say which message.")
+    return int(value)
+
+
+@bp.post("/chats/<int:conversation_id>/regenerate")
+@login_required
+@message_rate_limit
+def regenerate(conversation_id: int):
+    """A row's Regenerate button: a new answer beside the old one."""
+    conversation = owned_conversation(conversation_id)
+    try:
+        start_turn(conversation.id, None, None, ("regenerate", _form_sequence()))
+    except ApiError as error:
+        return _banner_response(
+            error.description, error.code, conversation.id, "", error.extra_headers
+        )
+    return _busy_response(conversation)
+
+
+@bp.post("/chats/<int:conversation_id>/edit")
+@login_required
+@message_rate_limit
+def edit(conversation_id: int):
+    """A message edited in place: a new version beside the old one, answered anew."""
+    conversation = owned_conversation(conversation_id)
+    settings = current_app.config["LOOPDESK"]
+    message = (request.form.get("message") or "").strip()
+    try:
+        sequence = _form_sequence()
+        if not message:
+            raise ApiError(400, "Write a message first.")
+        if len(message) > settings.max_message_chars:
+            raise ApiError(413, f"Messages can be at most {settings.max_message_chars} characters.")
+        start_turn(conversation.id, message, None, ("edit", sequence))
+    except ApiError as error:
+        return _banner_response(
+            error.description, error.code, conversation.id, "", error.extra_headers
+        )
+    return _busy_response(conversation)
+
+
+@bp.post("/chats/<int:conversation_id>/branch")
+@login_required
+def branch(conversation_id: int):
+    """The pager's ‹ and ›: show another branch. The page's socket re-renders the rows
+    (every tab's does), so htmx gets nothing to swap."""
+    conversation = owned_conversation(conversation_id)
+    try:
+        switch_branch(conversation.id, _form_sequence())
+    except ApiError as error:
+        if not is_htmx():
+            raise
+        return error_response(error.code, error.error_code, error.description)
+    if not is_htmx():
+        return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
+    return "", 204
+
+
+def _busy_response(conversation: Conversation):
+    if not is_htmx():
+        return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
+    db_session().refresh(conversation)
+    return render_template(
+        "chat/_composer.html", conversation_id=conversation.id, busy=True, swap_oob=True
+    ) + render_template(
+        "chat/_conversation_item.html", item=conversation, conversation=conversation, swap_oob=True
+    )
 
 
 @bp.post("/chats/<int:conversation_id>/stop")

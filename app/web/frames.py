@@ -86,6 +86,14 @@ class HtmlFrames:
                     busy=False,
                     swap_oob=True,
                 )
+            case ev.BranchChanged(messages=rows, version=version) if rows is not None:
+                # Another branch is shown: the rows are re-rendered in place (app/chat/branches.py).
+                return _template(
+                    "chat/_branch_rows.html",
+                    rows=rows,
+                    branch_version=version,
+                    conversation_id=self.conversation_id,
+                )
             case ev.Keepalive():
                 return "<!-- keepalive -->"  # no element, so htmx swaps nothing
             case ev.Status(state=state):

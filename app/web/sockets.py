@@ -9,10 +9,9 @@ from urllib.parse import urlsplit
 from flask import Blueprint, abort, current_app, request
 from flask_login import current_user
 
-from app.chat.conversations import row_dict
-from app.chat.events import RowPersisted
+from app.chat.branches import branch_version, current_leaf, shown_rows
+from app.chat.events import BranchChanged, RowPersisted
 from app.chat.models import Conversation
-from app.chat.rows import rows_after
 from app.db import read_transaction
 from app.extensions import sock
 from app.web.frames import HtmlFrames, JsonFrames
@@ -80,28 +79,65 @@ def chat_socket(ws, conversation_id: int):
 
 def _catch_up(ws, conversation_id: int, frames, message) -> None:
     """Send the rows after the sequence the client holds (`{"after": N}`). We subscribed
-    before reading them, so a row persisted meanwhile arrives at least once."""
-    after = _hello_after(message)
+    before reading them, so a row persisted meanwhile arrives at least once. A client that
+    names the branch it shows (`"branch"`, see docs/CONTRACT.md) and missed a switch gets
+    the whole shown branch instead."""
+    after, version = _hello(message)
     if after is None:
         return
     with (
         current_app.extensions["services"].database.session() as session,
         read_transaction(session),
     ):
-        rows = [row_dict(row) for row in rows_after(session, conversation_id, after)]
-    if rows:
-        for frame in frames.render([RowPersisted(row) for row in rows]):
+        conversation = session.get(Conversation, conversation_id)
+        if conversation is None:
+            return
+        if version is not None and version != branch_version(conversation):
+            events = [_shown_branch(session, conversation)]
+        else:
+            events = [RowPersisted(row) for row in shown_rows(session, conversation, after)]
+    if events:
+        for frame in frames.render(events):
             ws.send(frame)
 
 
-def _hello_after(message) -> int | None:
+def _hello(message) -> tuple[int | None, str | None]:
     if not message:
-        return None
+        return None, None
     try:
-        after = json.loads(message).get("after")
+        data = json.loads(message)
+        after, version = data.get("after"), data.get("branch")
     except (ValueError, AttributeError):
-        return None
-    return after if isinstance(after, int) and not isinstance(after, bool) and after >= 0 else None
+        return None, None
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        return None, None
+    return after, version if isinstance(version, str) else None
+
+
+def _shown_branch(session, conversation) -> BranchChanged:
+    return BranchChanged(
+        leaf=current_leaf(session, conversation),
+        version=branch_version(conversation),
+        messages=shown_rows(session, conversation),
+    )
+
+
+def _with_branch(conversation_id: int, batch: list) -> list:
+    """A branch change is published empty: the socket reads the branch it sends, in the
+    order of its events (rows persisted later arrive after it, or are in it already)."""
+    if not any(isinstance(event, BranchChanged) for event in batch):
+        return batch
+    with (
+        current_app.extensions["services"].database.session() as session,
+        read_transaction(session),
+    ):
+        conversation = session.get(Conversation, conversation_id)
+        shown = _shown_branch(session, conversation) if conversation is not None else None
+    return [
+        (shown if isinstance(event, BranchChanged) else event)
+        for event in batch
+        if shown is not None or not isinstance(event, BranchChanged)
+    ]
 
 
 def _relay(ws, subscription, frames, conversation_id: int) -> None:
@@ -119,7 +155,7 @@ def _relay(ws, subscription, frames, conversation_id: int) -> None:
         wait = frames.min_interval - (time.monotonic() - last_send)
         if wait > 0:
             time.sleep(wait)  # gather what arrives meanwhile into the same frame
-        batch = [event, *subscription.drain()]
+        batch = _with_branch(conversation_id, [event, *subscription.drain()])
         for frame in frames.render(batch):
             ws.send(frame)
         last_send = time.monotonic()

@@ -8,22 +8,45 @@ from flask import current_app
 from flask_login import current_user
 
 from app.chat.conversations import conversation_dict, row_dict
-from app.chat.events import ConversationChanged, RowPersisted, Status
+from app.chat.events import BranchChanged, ConversationChanged, RowPersisted, Status
 from app.chat.models import Conversation
 from app.chat.runs import active_run, lock_conversation
 from app.chat.stop import stop_active_run
-from app.chat.turns import StartedTurn, TurnRejected, submit_message, submit_tool_response
+from app.chat.turns import (
+    StartedTurn,
+    TurnRejected,
+    choose_branch,
+    submit_edit,
+    submit_message,
+    submit_regenerate,
+    submit_tool_response,
+)
 from app.web.errors import ApiError
 from app.web.identity import db_session
 
 
 def start_turn(
-    conversation_id: int, message: str | None, tool_response: tuple[str, dict] | None
+    conversation_id: int,
+    message: str | None,
+    tool_response: tuple[str, dict] | None,
+    branch: tuple[str, int] | None = None,
 ) -> StartedTurn:
+    """A message, a card answer, or (`branch`) `("regenerate", sequence)` /
+    `("edit", sequence)` with the new text in `message`."""
     services = current_app.extensions["services"]
     session = db_session()
     try:
-        if message is not None:
+        if branch is not None:
+            kind, sequence = branch
+            if kind == "regenerate":
+                started = submit_regenerate(
+                    session, services.settings, conversation_id, current_user.id, sequence
+                )
+            else:
+                started = submit_edit(
+                    session, services.settings, conversation_id, current_user.id, sequence, message
+                )
+        elif message is not None:
             started = submit_message(
                 session, services.settings, conversation_id, current_user.id, message
             )
@@ -36,12 +59,14 @@ def start_turn(
         session.commit()
     except TurnRejected as rejection:
         session.rollback()
-        headers = {}
-        if rejection.retry_after is not None:
-            headers["Retry-After"] = str(rejection.retry_after)
-        raise ApiError(rejection.status, rejection.message, rejection.code, headers) from rejection
-    for row in started.rows:
-        services.hub.publish(conversation_id, RowPersisted(row_dict(row), started.run.id))
+        raise _api_error(rejection) from rejection
+    if branch is not None:
+        # Every tab re-renders the branch now shown (the sockets read it); rows of the
+        # branch left are not pushed.
+        services.hub.publish(conversation_id, BranchChanged())
+    else:
+        for row in started.rows:
+            services.hub.publish(conversation_id, RowPersisted(row_dict(row), started.run.id))
     # The working indicator from the moment the message is in (the run continues it).
     services.hub.publish(
         conversation_id, Status(started.run.id, "thinking", int(time.time() * 1000))
@@ -51,6 +76,27 @@ def start_turn(
     # queue), and SQLite's write lock must not be held meanwhile.
     current_app.extensions["executor"].submit(started.run.id)
     return started
+
+
+def _api_error(rejection: TurnRejected) -> ApiError:
+    headers = {}
+    if rejection.retry_after is not None:
+        headers["Retry-After"] = str(rejection.retry_after)
+    return ApiError(rejection.status, rejection.message, rejection.code, headers)
+
+
+def switch_branch(conversation_id: int, sequence: int) -> None:
+    """Show the branch through row `sequence` (PUT /api/chats/<id>/branch, the page's
+    pager); every tab follows."""
+    session = db_session()
+    try:
+        changed = choose_branch(session, conversation_id, current_user.id, sequence)
+        session.commit()
+    except TurnRejected as rejection:
+        session.rollback()
+        raise _api_error(rejection) from rejection
+    if changed:
+        current_app.extensions["services"].hub.publish(conversation_id, BranchChanged())
 
 
 def stop_conversation(conversation_id: int):

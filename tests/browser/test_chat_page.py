@@ -87,7 +87,7 @@ def test_a_message_streams_in_and_becomes_a_row(page, live_server, person, fake_
 
     page.wait_for_selector("#live-text:has-text('Hello Ada')")
     page.wait_for_selector("#m-2 strong:has-text('bold')")
-    assert page.inner_text("#m-1") == "Give me an idea"
+    assert page.inner_text("#m-1 .row-body") == "Give me an idea"
     wait_until(page, "document.getElementById('live-text') === null")
     assert page.is_enabled("#composer-input")
     assert context.page_errors == []
@@ -169,7 +169,7 @@ def test_reload_mid_stream_shows_the_text_so_far_and_keeps_streaming(
     text_after_reload = page.inner_text("#live-text")
     assert text_after_reload.startswith("w0 w1 w2")
     page.wait_for_selector("#m-2:has-text('w119')")
-    assert page.inner_text("#m-2").strip() == words
+    assert page.inner_text("#m-2 .row-body").strip() == words
     assert page.locator("#live-text").count() == 0
 
 

@@ -1,0 +1,72 @@
+"""The chat page's branch routes (regenerate, edit, the pager): CSRF-protected posts on
+the person's own chats, and what the page renders for them."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from tests.chat.conftest import ChatDriver
+from tests.web.helpers import snapshot
+
+
+@pytest.fixture
+def app(make_app, fake_model):
+    return make_app(anthropic_base_url=fake_model.base_url)
+
+
+@pytest.fixture
+def chat(app, auth):
+    auth.create()
+    auth.login()
+    return ChatDriver(app, auth.client, auth)
+
+
+def test_the_page_routes_are_csrf_protected_posts_and_own_their_chats(app, chat, fake_model):
+    fake_model.script("First.", "Second.", "Hello again.")
+    chat_id = chat.new_chat()
+    chat.wait(chat.send(chat_id, "Hi"))
+    htmx = {**chat.auth.headers(), "HX-Request": "true"}
+    before = snapshot(app)
+    for path, form in (
+        ("regenerate", {"sequence": "2"}),
+        ("edit", {"sequence": "1", "message": "Hey"}),
+        ("branch", {"sequence": "1"}),
+    ):
+        refused = chat.client.post(f"/chats/{chat_id}/{path}", data=form)
+        assert refused.status_code == 400, path  # no CSRF token
+        assert chat.client.post(f"/chats/9999/{path}", data=form, headers=htmx).status_code == 404
+        bad = chat.client.post(f"/chats/{chat_id}/{path}", data={"sequence": "x"}, headers=htmx)
+        assert bad.status_code == 400, path
+    assert snapshot(app) == before
+
+    response = chat.client.post(
+        f"/chats/{chat_id}/regenerate", data={"sequence": "2"}, headers=htmx
+    )
+    assert response.status_code == 200
+    assert 'id="composer"' in response.get_data(as_text=True)
+    chat.wait(_latest_run(app, chat_id))
+    page = chat.client.get(f"/chats/{chat_id}").get_data(as_text=True)
+    assert 'aria-label="Previous version"' in page and 'aria-label="Next version"' in page
+    assert "Version 2 of 2" in page and 'aria-label="Regenerate this answer"' in page
+    assert 'aria-label="Edit this message"' in page
+
+    switched = chat.client.post(f"/chats/{chat_id}/branch", data={"sequence": "2"}, headers=htmx)
+    assert switched.status_code == 204
+    assert [r["sequence"] for r in chat.rows(chat_id)] == [1, 2]
+
+    edited = chat.client.post(
+        f"/chats/{chat_id}/edit", data={"sequence": "1", "message": "Hey"}, headers=htmx
+    )
+    assert edited.status_code == 200
+    chat.wait(_latest_run(app, chat_id))
+    assert [r["content"] for r in chat.rows(chat_id)] == ["Hey", "Hello again."]
+
+
+def _latest_run(app, chat_id):
+    from app.chat.models import Run
+
+    with app.extensions["database"].session() as session:
+        return session.scalar(
+            select(Run.id).where(Run.conversation_id == chat_id).order_by(Run.id.desc()).limit(1)
+        )
