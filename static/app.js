@@ -45,8 +45,16 @@ const Loopdesk = (() => {
     const observer = new MutationObserver(() => {
       observer.disconnect();
       normalizeRows(rows);
+      RowTimes.place(rows);
       observer.observe(rows, { childList: true });
       if (stick) chat.scrollTop = chat.scrollHeight;
+    });
+    RowTimes.place(rows);
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState !== "visible") return;
+      observer.disconnect();
+      RowTimes.place(rows); // "Today" may have become "Yesterday"
+      observer.observe(rows, { childList: true });
     });
     observer.observe(rows, { childList: true });
     new MutationObserver(() => { if (stick) chat.scrollTop = chat.scrollHeight; })
@@ -98,6 +106,84 @@ const Loopdesk = (() => {
   }
 
   return { start, normalizeRows };
+})();
+
+// Row times and day separators. The server writes each row's UTC instant in a
+// <time datetime> and separators by UTC day; here they show in the person's time zone, and
+// separators are kept right as rows arrive live (one before the first row of each day).
+const RowTimes = (() => {
+  const timeFormat = { hour: "2-digit", minute: "2-digit" };
+  const dayFormat = { weekday: "long", day: "numeric", month: "long", year: "numeric" };
+
+  function dayKey(date) {
+    const pad = (n) => String(n).padStart(2, "0");
+    return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`;
+  }
+
+  function dayLabel(key) {
+    const today = new Date();
+    const yesterday = new Date(today.getFullYear(), today.getMonth(), today.getDate() - 1);
+    if (key === dayKey(today)) return "Today";
+    if (key === dayKey(yesterday)) return "Yesterday";
+    const [y, m, d] = key.split("-").map(Number);
+    return new Date(y, m - 1, d).toLocaleDateString(undefined, dayFormat);
+  }
+
+  function rowDay(row) {
+    const time = row.querySelector(":scope > .row-meta > time.row-time");
+    if (!time) return null;
+    const date = new Date(time.dateTime);
+    if (Number.isNaN(date.getTime())) return null;
+    if (!time.dataset.local) {
+      time.textContent = date.toLocaleTimeString(undefined, timeFormat);
+      time.title = date.toLocaleString(undefined, { dateStyle: "full", timeStyle: "short" });
+      time.dataset.local = "true";
+    }
+    return dayKey(date);
+  }
+
+  function separator(key) {
+    const heading = document.createElement("h2");
+    heading.className = "day-sep";
+    heading.append(document.createElement("time"));
+    label(heading, key);
+    return heading;
+  }
+
+  function label(heading, key) {
+    const time = heading.querySelector("time");
+    const text = dayLabel(key);
+    if (time.dateTime !== key) time.dateTime = key;
+    if (time.textContent !== text) time.textContent = text;
+  }
+
+  function place(container) {
+    let previous = null;
+    let pending = null; // a separator met since the last row
+    for (const el of Array.from(container.children)) {
+      if (el.classList.contains("day-sep")) {
+        if (pending) pending.remove();
+        pending = el;
+        continue;
+      }
+      if (!el.dataset.sequence) continue;
+      const day = rowDay(el) || previous;
+      if (day && day !== previous) {
+        if (!pending) {
+          pending = separator(day);
+          el.before(pending);
+        }
+        label(pending, day);
+      } else if (pending) {
+        pending.remove();
+      }
+      pending = null;
+      previous = day;
+    }
+    if (pending) pending.remove();
+  }
+
+  return { place };
 })();
 
 // The live segment arrives rendered, a few times a second: its tail is updated in place,

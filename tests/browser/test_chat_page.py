@@ -91,7 +91,7 @@ def test_a_message_streams_in_and_becomes_a_row(page, live_server, person, fake_
 
     page.wait_for_selector("#live-text:has-text('Hello Ada')")
     page.wait_for_selector("#m-2 strong:has-text('bold')")
-    assert page.inner_text("#m-1") == "Give me an idea"
+    assert page.inner_text("#m-1 .row-body") == "Give me an idea"
     wait_until(page, "document.getElementById('live-text') === null")
     assert page.is_enabled("#composer-input")
     assert context.page_errors == []
@@ -173,7 +173,7 @@ def test_reload_mid_stream_shows_the_text_so_far_and_keeps_streaming(
     text_after_reload = page.inner_text("#live-text")
     assert text_after_reload.startswith("w0 w1 w2")
     page.wait_for_selector("#m-2:has-text('w119')")
-    assert page.inner_text("#m-2").strip() == words
+    assert page.inner_text("#m-2 .row-body").strip() == words
     assert page.locator("#live-text").count() == 0
 
 
@@ -294,7 +294,7 @@ def test_a_table_and_a_code_block_look_the_same_while_streaming_and_after(
     assert context.page_errors == []
 
 
-def test_copy_a_code_block(page, live_server, person, fake_model, context):
+def test_copy_a_code_block_and_a_whole_message(page, live_server, person, fake_model, context):
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     fake_model.script(Turn(text(STRUCTURED_REPLY)))
     log_in(page, live_server)
@@ -311,4 +311,85 @@ def test_copy_a_code_block(page, live_server, person, fake_model, context):
         "def hook():\n    return 'Calm mornings'\n"
     )
     assert "Copied" in page.inner_text("#copy-status")
+
+    message_button = page.get_by_role("button", name="Copy message as Markdown")
+    message_button.focus()
+    page.wait_for_timeout(250)  # the row's meta fades in on focus
+    assert page.locator("#m-2 .row-meta").evaluate("(el) => getComputedStyle(el).opacity") == "1"
+    page.keyboard.press("Space")
+    page.wait_for_selector("#m-2 .row-meta button.copied:has-text('Copied')")
+    assert page.evaluate("() => navigator.clipboard.readText()") == STRUCTURED_REPLY
     assert context.page_errors == []
+
+
+def test_rows_show_their_time_and_days_are_separated(page, live_server, person, live_app):
+    from datetime import datetime, timedelta
+
+    from app.chat.conversations import create_conversation
+    from app.chat.models import Message
+    from app.chat.rows import insert_message
+
+    now = datetime.utcnow().replace(microsecond=0)
+    with live_app.extensions["database"].session() as session:
+        chat_id = create_conversation(session, person[2]).id
+        for days_ago, content in ((3, "from three days ago"), (1, "from yesterday"), (0, "today")):
+            row = insert_message(session, chat_id, role="user", kind="user", content=content)
+            session.flush()
+            session.get(Message, row.id).created_at = now - timedelta(days=days_ago)
+        session.commit()
+    log_in(page, live_server)
+    page.goto(f"{live_server.url}/chats/{chat_id}")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+
+    times = page.eval_on_selector_all(
+        "#rows .row time.row-time", "(els) => els.map((el) => el.getAttribute('datetime'))"
+    )
+    assert times == [(now - timedelta(days=d)).strftime("%Y-%m-%dT%H:%M:%SZ") for d in (3, 1, 0)]
+    order = page.eval_on_selector_all(
+        "#rows > *",
+        "(els) => els.map((el) => el.classList.contains('day-sep') ? el.innerText : el.id)",
+    )
+    assert order[0] not in ("Today", "Yesterday") and order[1] == "m-1"
+    assert order[2:] == ["Yesterday", "m-2", "Today", "m-3"]
+    # The time is in the page for screen readers; it shows on hover.
+    first = page.locator("#m-1 .row-meta")
+    assert first.evaluate("(el) => getComputedStyle(el).opacity") == "0"
+    page.hover("#m-1")
+    page.wait_for_timeout(250)
+    assert first.evaluate("(el) => getComputedStyle(el).opacity") == "1"
+    assert page.inner_text("#m-1 time.row-time") == page.evaluate(
+        """() => new Date(document.querySelector('#m-1 time').dateTime)
+             .toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' })"""
+    )
+
+
+def test_a_row_arriving_live_on_a_new_day_gets_its_separator(
+    page, live_server, person, live_app, fake_model
+):
+    from datetime import datetime, timedelta
+
+    from app.chat.conversations import create_conversation
+    from app.chat.models import Message
+    from app.chat.rows import insert_message
+
+    with live_app.extensions["database"].session() as session:
+        chat_id = create_conversation(session, person[2]).id
+        row = insert_message(session, chat_id, role="user", kind="user", content="last week")
+        session.flush()
+        session.get(Message, row.id).created_at = datetime.utcnow() - timedelta(days=8)
+        session.commit()
+    fake_model.script(Turn(text("Welcome back."), token_delay=0.01))
+    log_in(page, live_server)
+    page.goto(f"{live_server.url}/chats/{chat_id}")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    assert page.locator("#rows > .day-sep").count() == 1
+
+    _send(page, "Hello again")
+
+    page.wait_for_selector("#m-3:has-text('Welcome back.')")
+    order = page.eval_on_selector_all(
+        "#rows > *",
+        "(els) => els.map((el) => el.classList.contains('day-sep') ? el.innerText : el.id)",
+    )
+    assert order[1:] == ["m-1", "Today", "m-2", "m-3"]
+    assert page.locator("#rows > .day-sep time[datetime]").count() == 2
