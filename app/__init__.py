@@ -84,9 +84,12 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.before_request(_check_csrf)
     app.after_request(_security_headers)
     app.context_processor(lambda: {"settings": settings})
-    from app.web.markdown import render_markdown
+    from app.web import times
+    from app.web.markdown import render_markdown, render_message
 
     app.jinja_env.filters["markdown"] = render_markdown
+    app.jinja_env.filters["message_markdown"] = render_message
+    times.register(app)
     return app
 
 

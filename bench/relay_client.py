@@ -36,10 +36,20 @@ CONNECT_SECONDS = 30.0
 HTTP_SECONDS = 60.0
 FORMATS = ("json", "htmx")
 
-# The htmx socket's text: appended to the live text, or the whole live area re-rendered
-# when a run's first event arrives (with the text so far). Stamps are digits and spaces.
-HTML_TEXT = re.compile(
-    r'(?:hx-swap-oob="beforeend:#live-text"|id="live-text" class="live-text")>([^<]*)<'
+# The htmx socket's text arrives rendered as Markdown, a few times a second
+# (app/web/live_text.py): the whole #live-text (a segment's first render, or the live area
+# when a run's first event arrives), or the blocks that became stable appended to
+# #live-md-done and the tail re-rendered. Stamps are digits and spaces: the text is the
+# HTML without its tags, and a reader records the stamps it had not seen yet.
+HTML_LIVE_WHOLE = re.compile(
+    r'<div id="live-md-done"[^>]*>(.*?)</div><div id="live-md-tail"[^>]*>(.*?)</div>', re.S
+)
+HTML_LIVE_DONE = re.compile(r'hx-swap-oob="beforeend:#live-md-done">(.*?)</div>', re.S)
+HTML_LIVE_TAIL = re.compile(r'<div id="live-md-tail"[^>]*hx-swap-oob="true">(.*?)</div>', re.S)
+HTML_TAG = re.compile(r"<[^>]+>")
+# The reply's row: the last stamps (written since the last render) show first there.
+HTML_HOST_ROW = re.compile(
+    r'class="row row-host".*?<div class="row-body md" hx-disable>(.*?)</div>', re.S
 )
 # The end of a run on the htmx socket: the composer comes back, not busy.
 HTML_DONE = 'id="composer" class="composer"'
@@ -68,6 +78,7 @@ class Tally:
     last_stamp: int | None = None
     token_frames: int = 0
     other_frames: int = 0
+    live_done: int = 0  # stamps of the htmx socket's live text in its stable part
     done: bool = False
     error: str | None = None
 
@@ -141,13 +152,31 @@ def read_json_frame(tally: Tally, data: str, arrival: int) -> bool:
     return False
 
 
+def _stamps(html: str) -> list[str]:
+    return HTML_TAG.sub(" ", html).split()
+
+
 def read_html_frame(tally: Tally, data: str, arrival: int) -> bool:
-    """Record an htmx frame (HTML fragments swapped by id); True at the run's end."""
-    texts = HTML_TEXT.findall(data)
-    if any(text.strip() for text in texts):
+    """Record an htmx frame (HTML fragments swapped by id); True at the run's end. (A
+    stamped reply is one text segment, then its row.)"""
+    new: list[str] = []
+    whole = HTML_LIVE_WHOLE.search(data)
+    if whole:
+        done = _stamps(whole[1])
+        new = (done + _stamps(whole[2]))[tally.tokens :]
+        tally.live_done = len(done)
+    else:
+        added, tail = HTML_LIVE_DONE.search(data), HTML_LIVE_TAIL.search(data)
+        if added or tail:
+            known = _stamps(added[1] if added else "") + _stamps(tail[1] if tail else "")
+            new = known[tally.tokens - tally.live_done :]
+            tally.live_done += len(_stamps(added[1])) if added else 0
+    row = HTML_HOST_ROW.search(data)
+    if row:
+        new += _stamps(row[1])[tally.tokens + len(new) :]
+    if new:
         tally.token_frames += 1
-        for text in texts:
-            tally.record(text, arrival)
+        tally.record(" ".join(new), arrival)
     else:
         tally.other_frames += 1
     if HTML_ERROR in data:

@@ -392,10 +392,17 @@ def _relay_case(serving: dict, variant: str, streams: int, fmt: str = "json") ->
     return None
 
 
+# The htmx socket sends the live text rendered as Markdown at most this often (app/web/
+# live_text.py RENDER_INTERVAL, issue 16): a token may wait that long by design.
+HTMX_RENDER_MS = 200
+
+
 def relay_budget(serving: dict, variant: str, fmt: str = "json") -> dict:
+    wait = HTMX_RENDER_MS if fmt == "htmx" else 0
     budget = (
         f"Relay p99 ({variant}, {'JSON' if fmt == 'json' else 'htmx'} socket) within 10 ms of "
         "the minimal relay at 1 and 20 streams, within 2x at 100 and 200"
+        + (f", plus the {wait} ms the live text waits for its next render" if wait else "")
     )
     minimal = minimal_cases(serving)
     misses, measured, unmeasured = [], [], []
@@ -409,11 +416,15 @@ def relay_budget(serving: dict, variant: str, fmt: str = "json") -> dict:
             misses.append(f"{streams}: {case['completed']}/{case['streams']} streams completed")
         if streams <= 20:
             over = p99 - floor_p99
-            text = f"{streams}: {ms(p99)} vs {ms(floor_p99)} ms ({over:+.1f} ms; budget +10)"
-            (misses if over > 10 else measured).append(text)
+            text = (
+                f"{streams}: {ms(p99)} vs {ms(floor_p99)} ms ({over:+.1f} ms; budget +{10 + wait})"
+            )
+            (misses if over > 10 + wait else measured).append(text)
         else:
-            text = f"{streams}: {ms(p99)} vs {ms(floor_p99)} ms ({p99 / floor_p99:.1f}x; budget 2x)"
-            (misses if p99 > 2 * floor_p99 else measured).append(text)
+            ratio = (p99 - wait) / floor_p99
+            limit = f"budget 2x{f' + {wait} ms' if wait else ''}"
+            text = f"{streams}: {ms(p99)} vs {ms(floor_p99)} ms ({ratio:.1f}x; {limit})"
+            (misses if p99 > 2 * floor_p99 + wait else measured).append(text)
     return _line(budget, misses, measured, unmeasured=unmeasured)
 
 

@@ -45,8 +45,16 @@ const Loopdesk = (() => {
     const observer = new MutationObserver(() => {
       observer.disconnect();
       normalizeRows(rows);
+      RowTimes.place(rows);
       observer.observe(rows, { childList: true });
       if (stick) chat.scrollTop = chat.scrollHeight;
+    });
+    RowTimes.place(rows);
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState !== "visible") return;
+      observer.disconnect();
+      RowTimes.place(rows); // "Today" may have become "Yesterday"
+      observer.observe(rows, { childList: true });
     });
     observer.observe(rows, { childList: true });
     new MutationObserver(() => { if (stick) chat.scrollTop = chat.scrollHeight; })
@@ -126,9 +134,220 @@ const Loopdesk = (() => {
     wireBanner();
     wireElapsed();
     wireTabTitle();
+    LiveText.wire();
+    Copy.wire();
   }
 
   return { start, normalizeRows };
+})();
+
+// Row times and day separators. The server writes each row's UTC instant in a
+// <time datetime> and separators by UTC day; here they show in the person's time zone, and
+// separators are kept right as rows arrive live (one before the first row of each day).
+const RowTimes = (() => {
+  const timeFormat = { hour: "2-digit", minute: "2-digit" };
+  const dayFormat = { weekday: "long", day: "numeric", month: "long", year: "numeric" };
+
+  function dayKey(date) {
+    const pad = (n) => String(n).padStart(2, "0");
+    return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`;
+  }
+
+  function dayLabel(key) {
+    const today = new Date();
+    const yesterday = new Date(today.getFullYear(), today.getMonth(), today.getDate() - 1);
+    if (key === dayKey(today)) return "Today";
+    if (key === dayKey(yesterday)) return "Yesterday";
+    const [y, m, d] = key.split("-").map(Number);
+    return new Date(y, m - 1, d).toLocaleDateString(undefined, dayFormat);
+  }
+
+  function rowDay(row) {
+    const time = row.querySelector(":scope > .row-meta > time.row-time");
+    if (!time) return null;
+    const date = new Date(time.dateTime);
+    if (Number.isNaN(date.getTime())) return null;
+    if (!time.dataset.local) {
+      time.textContent = date.toLocaleTimeString(undefined, timeFormat);
+      time.title = date.toLocaleString(undefined, { dateStyle: "full", timeStyle: "short" });
+      time.dataset.local = "true";
+    }
+    return dayKey(date);
+  }
+
+  function separator(key) {
+    const heading = document.createElement("h2");
+    heading.className = "day-sep";
+    heading.append(document.createElement("time"));
+    label(heading, key);
+    return heading;
+  }
+
+  function label(heading, key) {
+    const time = heading.querySelector("time");
+    const text = dayLabel(key);
+    if (time.dateTime !== key) time.dateTime = key;
+    if (time.textContent !== text) time.textContent = text;
+  }
+
+  function place(container) {
+    let previous = null;
+    let pending = null; // a separator met since the last row
+    for (const el of Array.from(container.children)) {
+      if (el.classList.contains("day-sep")) {
+        if (pending) pending.remove();
+        pending = el;
+        continue;
+      }
+      if (!el.dataset.sequence) continue;
+      const day = rowDay(el) || previous;
+      if (day && day !== previous) {
+        if (!pending) {
+          pending = separator(day);
+          el.before(pending);
+        }
+        label(pending, day);
+      } else if (pending) {
+        pending.remove();
+      }
+      pending = null;
+      previous = day;
+    }
+    if (pending) pending.remove();
+  }
+
+  return { place };
+})();
+
+// The live segment arrives rendered, a few times a second: its tail is updated in place,
+// so only what is new changes in the page (a screen reader hears the new words; focus and
+// a selection in what was already there survive). The nodes come from the fragment htmx
+// parsed from the server's sanitized HTML: nothing is parsed here.
+const LiveText = (() => {
+  function sameShell(a, b) {
+    if (a.nodeType !== Node.ELEMENT_NODE || a.tagName !== b.tagName) return false;
+    if (a.attributes.length !== b.attributes.length) return false;
+    for (const attr of a.attributes) {
+      if (b.getAttribute(attr.name) !== attr.value) return false;
+    }
+    return true;
+  }
+
+  function morph(into, from) {
+    let node = into.firstChild;
+    for (const incoming of Array.from(from.childNodes)) {
+      if (incoming.nodeType === Node.TEXT_NODE) {
+        // Text here may be several nodes: the pieces added by earlier updates.
+        let have = "";
+        const run = [];
+        while (node && node.nodeType === Node.TEXT_NODE) {
+          have += node.data;
+          run.push(node);
+          node = node.nextSibling;
+        }
+        if (run.length && incoming.data.startsWith(have)) {
+          const added = incoming.data.slice(have.length);
+          if (added) run[run.length - 1].after(document.createTextNode(added));
+        } else {
+          for (const old of run) old.remove();
+          into.insertBefore(incoming, node);
+        }
+      } else if (incoming.nodeType === Node.ELEMENT_NODE && node && sameShell(node, incoming)) {
+        morph(node, incoming);
+        node = node.nextSibling;
+      } else if (node) {
+        const next = node.nextSibling;
+        node.replaceWith(incoming);
+        node = next;
+      } else {
+        into.append(incoming);
+      }
+    }
+    while (node) {
+      const next = node.nextSibling;
+      node.remove();
+      node = next;
+    }
+  }
+
+  function wire() {
+    document.body.addEventListener("htmx:oobBeforeSwap", (event) => {
+      const { target, fragment } = event.detail;
+      if (!target || target.id !== "live-md-tail" || !fragment) return;
+      const incoming = fragment.firstElementChild;
+      if (!incoming || incoming.id !== "live-md-tail") return;
+      morph(target, incoming);
+      event.detail.shouldSwap = false;
+    });
+  }
+
+  return { wire, morph };
+})();
+
+// Copy buttons: a host message as Markdown (its source is in the row's <template>), a code
+// block as its text. Delegated, so rows and live text swapped in later work too.
+const Copy = (() => {
+  let status = null;
+
+  function source(button) {
+    if (button.dataset.copy === "code") {
+      const code = button.closest(".code-block")?.querySelector("pre > code");
+      return code ? code.textContent : null;
+    }
+    const template = button.closest(".row")?.querySelector(":scope > .row-meta > template.row-markdown");
+    return template ? template.content.textContent : null;
+  }
+
+  async function write(text) {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      return;
+    }
+    // Plain http off localhost has no clipboard API: the old way.
+    const area = document.createElement("textarea");
+    area.className = "copy-buffer";
+    area.value = text;
+    area.setAttribute("readonly", "");
+    document.body.append(area);
+    area.select();
+    const copied = document.execCommand("copy");
+    area.remove();
+    if (!copied) throw new Error("copy refused");
+  }
+
+  function confirm(button, text) {
+    clearTimeout(button.copyTimer);
+    button.textContent = text;
+    button.classList.add("copied");
+    status.textContent = "";
+    status.textContent = text === "Copied" ? `Copied: ${button.getAttribute("aria-label").replace(/^Copy /, "")}` : text;
+    button.copyTimer = setTimeout(() => {
+      button.textContent = "Copy";
+      button.classList.remove("copied");
+    }, 2000);
+  }
+
+  function wire() {
+    status = document.createElement("div");
+    status.id = "copy-status";
+    status.className = "visually-hidden";
+    status.setAttribute("role", "status");
+    document.body.append(status);
+    document.addEventListener("click", async (event) => {
+      const button = event.target.closest("button[data-copy]");
+      if (!button) return;
+      const text = source(button);
+      if (text === null) return;
+      try {
+        await write(text);
+        confirm(button, "Copied");
+      } catch {
+        confirm(button, "Copy failed");
+      }
+    });
+  }
+
+  return { wire };
 })();
 
 if (document.readyState === "loading") {

@@ -4,12 +4,14 @@ websocket extension swaps out-of-band by id."""
 from __future__ import annotations
 
 import json
+import time
 
 from flask import render_template
 from markupsafe import escape
 
 from app.chat import events as ev
 from app.stream.live import LiveState
+from app.web.live_text import LiveText
 
 
 class JsonFrames:
@@ -27,6 +29,12 @@ class JsonFrames:
     def render(self, events: list[ev.Event]) -> list[str]:
         return [json.dumps(ev.to_wire(event), ensure_ascii=False) for event in ev.coalesce(events)]
 
+    def due(self) -> float | None:
+        return None  # every delta is sent as it comes
+
+    def flush(self) -> list[str]:
+        return []
+
 
 class HtmlFrames:
     """HTML fragments; one frame per batch. The live area mirrors the hub's live state so
@@ -36,9 +44,11 @@ class HtmlFrames:
     # (within a few ms of the model), while a burst still arrives as one frame.
     min_interval = 1 / 120
 
-    def __init__(self, conversation_id: int, snapshot: LiveState):
+    def __init__(self, conversation_id: int, snapshot: LiveState, clock=time.monotonic):
         self.conversation_id = conversation_id
         self.live = snapshot
+        # The live text is sent rendered as Markdown, a few times a second (live_text.py).
+        self.live_text = LiveText(clock)
 
     def opening(self) -> list[str]:
         return [self._live_area()] if self.live.run_id is not None else []
@@ -50,8 +60,21 @@ class HtmlFrames:
             parts.append(self._event(event))
             if waiting and self.live.status is None and self.live.run_id is not None:
                 parts.append(self._status())  # the working indicator goes
+        parts.append(self._live_text_frame())
         html = "".join(part for part in parts if part)
         return [html] if html else []
+
+    def due(self) -> float | None:
+        """When a throttled render of the live text falls due (time.monotonic), if any."""
+        return self.live_text.due()
+
+    def flush(self) -> list[str]:
+        """The throttled render of the live text, once due."""
+        html = self._live_text_frame()
+        return [html] if html else []
+
+    def _live_text_frame(self) -> str:
+        return self.live_text.frame(self.live.text) if self.live.run_id is not None else ""
 
     def _event(self, event: ev.Event) -> str:
         new_run = getattr(event, "run_id", None) not in (None, self.live.run_id) and not isinstance(
@@ -62,9 +85,11 @@ class HtmlFrames:
         if new_run:
             return self._live_area()
         match event:
-            case ev.TextDelta(text=text):
-                return f'<div hx-swap-oob="beforeend:#live-text">{escape(text)}</div>'
+            case ev.TextDelta():
+                self.live_text.changed()  # rendered once due, with what else arrives
+                return ""
             case ev.HostTurn():
+                self.live_text.closed()
                 return '<div id="live-text" class="live-text" hx-swap-oob="true"></div>'
             case ev.Timeline():
                 return self._timeline(steps_before)
@@ -77,9 +102,11 @@ class HtmlFrames:
             case ev.RowPersisted(row=row):
                 html = _rows_append(row, self.conversation_id)
                 if row["kind"] in ("host", "card") and event.run_id == self.live.run_id:
+                    self.live_text.closed()
                     html += '<div id="live-text" class="live-text" hx-swap-oob="true"></div>'
                 return html
             case ev.Done():
+                self.live_text.closed()
                 return _template("chat/_live.html", live=None, swap_oob=True) + _template(
                     "chat/_composer.html",
                     conversation_id=self.conversation_id,
@@ -150,7 +177,9 @@ class HtmlFrames:
         return None
 
     def _live_area(self) -> str:
-        return _template("chat/_live.html", live=self.live, swap_oob=True)
+        self.live_text.closed()
+        parts = self.live_text.parts(self.live.text) if self.live.run_id is not None else None
+        return _template("chat/_live.html", live=self.live, live_parts=parts, swap_oob=True)
 
     def _status(self) -> str:
         return _template("chat/_live_status.html", live=self.live, swap_oob=True)

@@ -189,3 +189,42 @@ def render_plain(text: str | None) -> Markup:
     escaped = str(escape(_limit(text)))
     escaped = escaped.replace("\r\n", "\n").replace("\r", "\n")
     return Markup(escaped.replace("\n", "<br>"))
+
+
+# -- chat messages: code blocks with a language label and a copy button --------------------
+
+# What the allow-list lets through for a code block, exactly as nh3 serializes it: `<pre>`
+# only ever comes from a fenced or indented code block (raw HTML is off, so a `<pre>` the
+# model writes is escaped text), and the class can only be `language-` plus safe characters.
+_CODE_BLOCK_OPEN = re.compile(r'<pre><code(?: class="language-([A-Za-z0-9_+#.-]{1,40})")?>')
+_CODE_BLOCK_CLOSE = "</code></pre>"
+
+
+def _code_block_head(match: re.Match) -> str:
+    language = match[1]
+    label = f'<span class="code-lang">{escape(language)}</span>' if language else ""
+    name = f"Copy {escape(language)} code" if language else "Copy code"
+    return (
+        '<div class="code-block"><div class="code-head">'
+        f'{label}<button type="button" class="copy-button" data-copy="code" aria-label="{name}">'
+        f"Copy</button></div>{match[0]}"
+    )
+
+
+def decorate_code_blocks(html: str) -> str:
+    """Wrap every code block of sanitized HTML in a frame with its language label and a
+    copy button (static/app.js copies the block's text). This runs after the sanitizer, on
+    its output, and adds only this fixed markup; any surprise leaves the HTML unchanged."""
+    if "<pre>" not in html:
+        return html
+    opened = len(_CODE_BLOCK_OPEN.findall(html))
+    if opened != html.count("<pre>") or opened != html.count(_CODE_BLOCK_CLOSE):
+        return html
+    html = _CODE_BLOCK_OPEN.sub(_code_block_head, html)
+    return html.replace(_CODE_BLOCK_CLOSE, _CODE_BLOCK_CLOSE + "</div>")
+
+
+def render_message(text: str | None) -> Markup:
+    """A model's message in the chat: `render_markdown`, then `decorate_code_blocks`. The
+    same for a persisted row and for the live segment while it streams."""
+    return Markup(decorate_code_blocks(str(render_markdown(text))))

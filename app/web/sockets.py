@@ -143,13 +143,15 @@ def _with_branch(conversation_id: int, batch: list) -> list:
 def _relay(ws, subscription, frames, conversation_id: int) -> None:
     last_send = 0.0
     while ws.connected:
-        event = subscription.get(timeout=WAIT_SECONDS)
+        event = subscription.get(timeout=_wait_seconds(frames))
         if event is None:
             if subscription.overflowed:
                 # Events were lost (a full queue, or the hub's connection dropped): the
                 # client reconnects and catches up from rows and the live state.
                 ws.close(reason=TRY_AGAIN_LATER, message="")
                 return
+            for frame in frames.flush():  # a throttled render of the live text fell due
+                ws.send(frame)
             _read_client_messages(ws, conversation_id, frames)
             continue
         wait = frames.min_interval - (time.monotonic() - last_send)
@@ -163,6 +165,14 @@ def _relay(ws, subscription, frames, conversation_id: int) -> None:
             # Too far behind: reconnecting catches up from rows and the live state.
             ws.close(reason=TRY_AGAIN_LATER, message="")
             return
+
+
+def _wait_seconds(frames) -> float:
+    """How long to wait for the next event: at most until a throttled render is due."""
+    due = frames.due()
+    if due is None:
+        return WAIT_SECONDS
+    return min(WAIT_SECONDS, max(0.0, due - time.monotonic()))
 
 
 def _read_client_messages(ws, conversation_id: int, frames) -> None:

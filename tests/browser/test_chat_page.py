@@ -78,7 +78,8 @@ def _pause_on_offer_card(fake_model, delay=0.0):
 
 def test_a_message_streams_in_and_becomes_a_row(page, live_server, person, fake_model, context):
     fake_model.script(
-        Turn(text("Hello Ada, here is a **bold** idea for your launch."), token_delay=0.03)
+        # Slow enough to see: the live text is rendered a few times a second, not per token.
+        Turn(text("Hello Ada, here is a **bold** idea for your launch."), token_delay=0.08)
     )
     log_in(page, live_server)
     _new_chat(page, live_server)
@@ -225,3 +226,167 @@ def test_a_busy_chat_shows_a_clear_banner_not_a_silent_failure(
     other.fill("#composer-input", "Second")
     other.evaluate("document.getElementById('composer').requestSubmit()")
     other.wait_for_selector("#banner.banner-shown:has-text('already being written')")
+
+
+STRUCTURED_REPLY = (
+    "## Launch plan\n\n"
+    "| Step | Owner |\n|---|---|\n| Draft the ads | Ada |\n| Review | Bo |\n\n"
+    "```python\ndef hook():\n    return 'Calm mornings'\n```\n\n"
+    + " ".join(f"closing{n}" for n in range(40))
+)
+
+# The tags of rendered model content, in document order, without the live segment's two
+# wrappers (#live-md-done, #live-md-tail): what the person sees, as structure.
+STRUCTURE = """(root) => root ? Array.from(root.querySelectorAll('*'))
+    .filter((el) => !['live-md-done', 'live-md-tail'].includes(el.id))
+    .map((el) => el.tagName.toLowerCase() + (el.className ? '.' + el.className : ''))
+    .join(' ') : null"""
+
+
+def test_a_table_and_a_code_block_look_the_same_while_streaming_and_after(
+    page, live_server, person, fake_model, context
+):
+    fake_model.script(Turn(text(STRUCTURED_REPLY), token_delay=0.04))
+    log_in(page, live_server)
+    _new_chat(page, live_server)
+    _send(page, "Plan my launch")
+
+    # Mid-stream: rendered, not raw Markdown.
+    page.wait_for_selector("#live-text table td:has-text('Bo')")
+    page.wait_for_selector("#live-text pre code.language-python")
+    page.wait_for_selector("#live-text :text('closing3')")
+    live = page.evaluate(
+        """() => {
+          const md = document.querySelector('#live-text .md');
+          return {
+            table: md.querySelector('table').outerHTML,
+            code: md.querySelector('.code-block').outerHTML,
+            heading: md.querySelector('h4').outerHTML,
+            text: md.innerText,
+          };
+        }"""
+    )
+    live_structure = page.evaluate(STRUCTURE, page.query_selector("#live-text .md"))
+    assert "|---" not in live["text"] and "```" not in live["text"] and "##" not in live["text"]
+    assert page.locator("#live-text").count() == 1  # still streaming
+
+    page.wait_for_selector("#m-2 .row-body :text('closing39')")
+    final = page.evaluate(
+        """() => {
+          const md = document.querySelector('#m-2 .row-body.md');
+          return {
+            table: md.querySelector('table').outerHTML,
+            code: md.querySelector('.code-block').outerHTML,
+            heading: md.querySelector('h4').outerHTML,
+          };
+        }"""
+    )
+    final_structure = page.evaluate(STRUCTURE, page.query_selector("#m-2 .row-body.md"))
+    assert live["table"] == final["table"]
+    assert live["code"] == final["code"]
+    assert live["heading"] == final["heading"]
+    assert final_structure.startswith(live_structure.rsplit(" p", 1)[0])
+    assert "span.code-lang" in final_structure and "table" in final_structure
+    assert page.inner_text("#m-2 .code-lang") == "python"
+    assert context.page_errors == []
+
+
+def test_copy_a_code_block_and_a_whole_message(page, live_server, person, fake_model, context):
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    fake_model.script(Turn(text(STRUCTURED_REPLY)))
+    log_in(page, live_server)
+    _new_chat(page, live_server)
+    _send(page, "Plan my launch")
+    page.wait_for_selector("#m-2 .row-body :text('closing39')")
+
+    button = page.locator("#m-2 .code-block button.copy-button")
+    assert button.get_attribute("aria-label") == "Copy python code"
+    button.focus()  # keyboard reachable: a real button
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#m-2 .code-block button.copied:has-text('Copied')")
+    assert page.evaluate("() => navigator.clipboard.readText()") == (
+        "def hook():\n    return 'Calm mornings'\n"
+    )
+    assert "Copied" in page.inner_text("#copy-status")
+
+    message_button = page.get_by_role("button", name="Copy message as Markdown")
+    message_button.focus()
+    page.wait_for_timeout(250)  # the row's meta fades in on focus
+    assert page.locator("#m-2 .row-meta").evaluate("(el) => getComputedStyle(el).opacity") == "1"
+    page.keyboard.press("Space")
+    page.wait_for_selector("#m-2 .row-meta button.copied:has-text('Copied')")
+    assert page.evaluate("() => navigator.clipboard.readText()") == STRUCTURED_REPLY
+    assert context.page_errors == []
+
+
+def test_rows_show_their_time_and_days_are_separated(page, live_server, person, live_app):
+    from datetime import datetime, timedelta
+
+    from app.chat.conversations import create_conversation
+    from app.chat.models import Message
+    from app.chat.rows import insert_message
+
+    now = datetime.utcnow().replace(microsecond=0)
+    with live_app.extensions["database"].session() as session:
+        chat_id = create_conversation(session, person[2]).id
+        for days_ago, content in ((3, "from three days ago"), (1, "from yesterday"), (0, "today")):
+            row = insert_message(session, chat_id, role="user", kind="user", content=content)
+            session.flush()
+            session.get(Message, row.id).created_at = now - timedelta(days=days_ago)
+        session.commit()
+    log_in(page, live_server)
+    page.goto(f"{live_server.url}/chats/{chat_id}")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+
+    times = page.eval_on_selector_all(
+        "#rows .row time.row-time", "(els) => els.map((el) => el.getAttribute('datetime'))"
+    )
+    assert times == [(now - timedelta(days=d)).strftime("%Y-%m-%dT%H:%M:%SZ") for d in (3, 1, 0)]
+    order = page.eval_on_selector_all(
+        "#rows > *",
+        "(els) => els.map((el) => el.classList.contains('day-sep') ? el.innerText : el.id)",
+    )
+    assert order[0] not in ("Today", "Yesterday") and order[1] == "m-1"
+    assert order[2:] == ["Yesterday", "m-2", "Today", "m-3"]
+    # The time is in the page for screen readers; it shows on hover.
+    first = page.locator("#m-1 .row-meta")
+    assert first.evaluate("(el) => getComputedStyle(el).opacity") == "0"
+    page.hover("#m-1")
+    page.wait_for_timeout(250)
+    assert first.evaluate("(el) => getComputedStyle(el).opacity") == "1"
+    assert page.inner_text("#m-1 time.row-time") == page.evaluate(
+        """() => new Date(document.querySelector('#m-1 time').dateTime)
+             .toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' })"""
+    )
+
+
+def test_a_row_arriving_live_on_a_new_day_gets_its_separator(
+    page, live_server, person, live_app, fake_model
+):
+    from datetime import datetime, timedelta
+
+    from app.chat.conversations import create_conversation
+    from app.chat.models import Message
+    from app.chat.rows import insert_message
+
+    with live_app.extensions["database"].session() as session:
+        chat_id = create_conversation(session, person[2]).id
+        row = insert_message(session, chat_id, role="user", kind="user", content="last week")
+        session.flush()
+        session.get(Message, row.id).created_at = datetime.utcnow() - timedelta(days=8)
+        session.commit()
+    fake_model.script(Turn(text("Welcome back."), token_delay=0.01))
+    log_in(page, live_server)
+    page.goto(f"{live_server.url}/chats/{chat_id}")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    assert page.locator("#rows > .day-sep").count() == 1
+
+    _send(page, "Hello again")
+
+    page.wait_for_selector("#m-3:has-text('Welcome back.')")
+    order = page.eval_on_selector_all(
+        "#rows > *",
+        "(els) => els.map((el) => el.classList.contains('day-sep') ? el.innerText : el.id)",
+    )
+    assert order[1:] == ["m-1", "Today", "m-2", "m-3"]
+    assert page.locator("#rows > .day-sep time[datetime]").count() == 2

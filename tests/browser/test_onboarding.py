@@ -50,7 +50,7 @@ def test_onboarding_starters_and_instructions(live_server, page, fake_model):
     page.wait_for_url(f"{url}/chats/*")
     first_user_row = page.locator("#rows .row-user").first
     first_user_row.wait_for()
-    assert first_user_row.inner_text().strip() == STARTERS[0]["prompt"]
+    assert first_user_row.locator(".row-body").inner_text().strip() == STARTERS[0]["prompt"]
     page.locator("#rows .row-host", has_text="Here are three ads").wait_for()
     assert page.locator("#starters").count() == 0
     chat_url = page.url

@@ -59,6 +59,15 @@ class Process:
             time.sleep(0.005)
         return ws
 
+    def html_socket(self, chat_id):
+        """The page's socket (HTML fragments); it says which rows it holds, as app.js does."""
+        ws = simple_websocket.Client.connect(
+            f"{self.server.ws_url}/ws/chats/{chat_id}",
+            headers={"Authorization": f"Bearer {self.token}"},
+        )
+        ws.send(json.dumps({"after": 0}))
+        return ws
+
     def live_text(self, chat_id) -> str:
         return self.app.extensions["services"].hub.live_state(chat_id).text
 
@@ -159,3 +168,41 @@ def test_a_card_pause_answered_through_the_other_process(processes, fake_model):
     rows = a.rows(chat_id)
     assert [r["kind"] for r in rows] == ["user", "card", "host"]
     assert rows[1]["card"]["status"] == "answered"
+
+
+def test_a_page_joining_mid_run_on_another_process_sees_the_same_rendered_text(
+    processes, fake_model
+):
+    """The live text is rendered from the live state each process rebuilds from Redis: a
+    page joining mid-run on the other process gets the rendered Markdown so far."""
+    from app.web.live_text import LiveText
+
+    a, b = processes
+    reply = "## Plan\n\n| Step | Owner |\n|---|---|\n| Draft | Ada |\n\n" + " ".join(
+        f"word{n}" for n in range(60)
+    )
+    fake_model.script(Turn(text(reply), token_delay=0.03))
+    chat_id = a.post("/api/chats", {})["id"]
+    a.post(f"/api/chats/{chat_id}/loop", {"message": "hi"})
+    deadline = time.monotonic() + 10
+    while "word3" not in b.live_text(chat_id):
+        assert time.monotonic() < deadline, "process b never saw the run's text"
+        time.sleep(0.01)
+
+    joining = b.html_socket(chat_id)
+    try:
+        opening = joining.receive(timeout=5)
+        frames = [opening]
+        deadline = time.monotonic() + 15
+        while 'id="composer" class="composer"' not in frames[-1]:
+            assert time.monotonic() < deadline
+            frames.append(joining.receive(timeout=5) or "")
+    finally:
+        joining.close()
+    text_then = reply[: reply.index("word3")]
+    assert 'id="live-md-done"' in opening and "<th>Owner</th>" in opening
+    assert "<h4>Plan</h4>" in opening and "|---" not in opening
+    with b.app.test_request_context():
+        expected = LiveText().parts(text_then)["done"]
+    assert str(expected) in opening  # the stable blocks, exactly as rendered anywhere
+    assert any("word59" in frame for frame in frames[1:])

@@ -232,3 +232,37 @@ def test_closing_the_socket_unsubscribes_it(app, server, auth):
     while hub._by_conversation.get(chat_id) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not hub._by_conversation.get(chat_id)
+
+
+def test_the_html_socket_sends_the_live_text_rendered_a_few_times_a_second(
+    app, server, auth, fake_model
+):
+    user_id = auth.create()
+    token, chat_id = _token(app, user_id), _chat(app, user_id)
+    reply = "## Plan\n\n| Step | Owner |\n|---|---|\n| Draft | Ada |\n\n" + " ".join(
+        f"word{n}" for n in range(60)
+    )
+    fake_model.script(Turn(text(reply), token_delay=0.02))
+    ws = _connect(server, chat_id, token=token, fmt="html")
+    ws.send(json.dumps({"after": 0}))
+    _wait_subscribed(app, chat_id)
+    frames = []
+    try:
+        started = time.monotonic()
+        _start_run(server, token, chat_id)
+        while time.monotonic() - started < 15:
+            raw = ws.receive(timeout=0.5)
+            if raw is not None:
+                frames.append((time.monotonic(), raw))
+                if 'id="composer" class="composer"' in raw:
+                    break
+    finally:
+        ws.close()
+    live = [(at, raw) for at, raw in frames if "live-md-tail" in raw or "live-md-done" in raw]
+    assert live, frames
+    assert not any("beforeend:#live-text" in raw for _, raw in frames)  # no raw text appended
+    seconds = live[-1][0] - live[0][0]
+    assert len(live) <= seconds / 0.2 + 3
+    assert any("<table>" in raw and "<th>Owner</th>" in raw for _, raw in live)
+    assert any("<h4>Plan</h4>" in raw for _, raw in live)
+    assert all("|---" not in raw and "## " not in raw for _, raw in live)
