@@ -22,7 +22,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.chat.models import Message, Run
+from app.chat.branches import current_leaf
+from app.chat.models import Conversation, Message, Run
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.runs import cancel_active_run
 from app.stream.hub import Hub
@@ -79,6 +80,10 @@ def stop_active_run(session: Session, hub: Hub, conversation_id: int) -> Stopped
                 "stopped": True,
             },
         )
+    elif run.trigger == "regenerate" and _wrote_nothing(session, conversation_id):
+        # A regenerate stopped before its first row: the older answer shows again
+        # (app.chat.branches.restore_unanswered_fork, when the run ends); no notice.
+        return stopped
     else:
         row = insert_message(
             session,
@@ -90,6 +95,12 @@ def stop_active_run(session: Session, hub: Hub, conversation_id: int) -> Stopped
         )
     stopped.rows.append(row)
     return stopped
+
+
+def _wrote_nothing(session: Session, conversation_id: int) -> bool:
+    """Nothing was written on the shown branch since it was chosen."""
+    conversation = session.get(Conversation, conversation_id)
+    return current_leaf(session, conversation) == conversation.branch_leaf_sequence
 
 
 def _streamed_text(hub: Hub, conversation_id: int, run_id: int) -> str:

@@ -56,7 +56,7 @@ def test_new_chat_is_a_draft_until_its_first_message(
 
     chat_id = _opened_chat(page)
     page.wait_for_selector("#m-2:has-text('Happy to help')")
-    assert page.inner_text("#m-1") == "Hello there"
+    assert page.inner_text("#m-1 .row-body") == "Hello there"
     assert _chats(live_app) == 1
     _shows_title(page, chat_id, "Greeting")
 

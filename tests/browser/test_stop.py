@@ -3,17 +3,14 @@ nothing written yet, a "Stopped" notice says so."""
 
 from __future__ import annotations
 
-from tests.browser.conftest import log_in
+from tests.browser.conftest import log_in, new_chat
 from tests.fake_model import Turn, text
 
 WORDS = " ".join(f"w{n}" for n in range(150))
 
 
 def _new_chat(page, live_server):
-    page.goto(f"{live_server.url}/")
-    page.click("text=+ New chat")
-    page.wait_for_selector("body[data-socket=open]", state="attached")
-    return int(page.url.rstrip("/").rsplit("/", 1)[1])
+    return new_chat(page, live_server)
 
 
 def _send(page, message):

@@ -4,17 +4,14 @@ as soon as text starts."""
 
 from __future__ import annotations
 
-from tests.browser.conftest import log_in, wait_until
+from tests.browser.conftest import log_in, new_chat, wait_until
 from tests.fake_model import Turn, api_error, text
 
 WORDS = " ".join(f"w{n}" for n in range(150))
 
 
 def _new_chat(page, live_server):
-    page.goto(f"{live_server.url}/")
-    page.click("text=+ New chat")
-    page.wait_for_selector("body[data-socket=open]", state="attached")
-    return int(page.url.rstrip("/").rsplit("/", 1)[1])
+    return new_chat(page, live_server)
 
 
 def _send(page, message):
@@ -54,7 +51,7 @@ def test_thinking_counts_the_seconds_until_the_first_token_then_goes(
 def test_a_page_opened_while_the_model_thinks_shows_the_wait_so_far(
     context, page, live_server, person, fake_model
 ):
-    fake_model.script(Turn(text("Worth the wait."), delay_first=3.0))
+    fake_model.script(Turn(text("Worth the wait."), delay_first=6.0))
     log_in(page, live_server)
     chat_id = _new_chat(page, live_server)
     _send(page, "Slowly please")

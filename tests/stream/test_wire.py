@@ -28,6 +28,8 @@ EVERY_KIND = [
     ev.RunError("internal", "Something went wrong."),
     ev.Status(7, "retrying", 1_767_225_600_000),
     ev.Keepalive(7),
+    ev.BranchChanged(),
+    ev.BranchChanged(leaf=4, version="3-4", messages=[{"id": 1, "sequence": 1}]),
     ev.ConversationChanged({"id": 1, "title": "Plan", "status": "STREAMING"}),
 ]
 
