@@ -32,6 +32,9 @@ class JsonFrames:
     def due(self) -> float | None:
         return None  # every delta is sent as it comes
 
+    def title(self, conversation: dict) -> str:
+        return json.dumps(ev.to_wire(ev.ConversationChanged(conversation)), ensure_ascii=False)
+
     def flush(self) -> list[str]:
         return []
 
@@ -132,17 +135,7 @@ class HtmlFrames:
                 return _template("chat/_banner.html", message=message, swap_oob=True)
             case ev.ConversationChanged(conversation=conversation):
                 shown_here = conversation["id"] == self.conversation_id
-                html = _template(
-                    "chat/_conversation_item.html",
-                    item=conversation,
-                    conversation={"id": self.conversation_id},
-                    swap_oob=True,
-                )
-                if shown_here:
-                    # A new title (proposed or renamed): the header, and the tab's title.
-                    html += _template(
-                        "chat/_chat_title.html", title=conversation["title"], swap_oob=True
-                    )
+                html = self.title(conversation)
                 if shown_here and conversation["status"] == "STREAMING":
                     html += _template(
                         "chat/_composer.html",
@@ -152,6 +145,19 @@ class HtmlFrames:
                     )
                 return html
         return ""
+
+    def title(self, conversation: dict) -> str:
+        """A chat's list item and, for the chat shown here, its header (the tab's title
+        follows it): a new title, proposed or renamed."""
+        html = _template(
+            "chat/_conversation_item.html",
+            item=conversation,
+            conversation={"id": self.conversation_id},
+            swap_oob=True,
+        )
+        if conversation["id"] == self.conversation_id:
+            html += _template("chat/_chat_title.html", title=conversation["title"], swap_oob=True)
+        return html
 
     def _timeline(self, steps_before: int) -> str:
         if len(self.live.steps) > steps_before:

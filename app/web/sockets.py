@@ -10,6 +10,7 @@ from flask import Blueprint, abort, current_app, request
 from flask_login import current_user
 
 from app.chat.branches import branch_version, current_leaf, shown_rows
+from app.chat.conversations import conversation_dict
 from app.chat.events import BranchChanged, RowPersisted
 from app.chat.models import Conversation
 from app.db import read_transaction
@@ -96,9 +97,12 @@ def _catch_up(ws, conversation_id: int, frames, message) -> None:
             events = [_shown_branch(session, conversation)]
         else:
             events = [RowPersisted(row) for row in shown_rows(session, conversation, after)]
-    if events:
-        for frame in frames.render(events):
-            ws.send(frame)
+        # Its title as it is now: one given while this socket was not yet (or no longer)
+        # open would otherwise never reach the header, the tab and the list.
+        shown = conversation_dict(conversation)
+    for frame in frames.render(events) if events else []:
+        ws.send(frame)
+    ws.send(frames.title(shown))
 
 
 def _hello(message) -> tuple[int | None, str | None]:

@@ -10,6 +10,7 @@ import simple_websocket
 
 from app.accounts.models import ApiToken
 from app.chat.conversations import create_conversation
+from app.chat.models import Conversation
 from tests.fake_model import Turn, text
 from tests.live import LiveServer
 
@@ -266,3 +267,24 @@ def test_the_html_socket_sends_the_live_text_rendered_a_few_times_a_second(
     assert any("<table>" in raw and "<th>Owner</th>" in raw for _, raw in live)
     assert any("<h4>Plan</h4>" in raw for _, raw in live)
     assert all("|---" not in raw and "## " not in raw for _, raw in live)
+
+
+def test_a_page_whose_socket_opens_late_still_gets_the_current_title(app, server, auth):
+    """A title given (by the model or a rename elsewhere) before this page's socket was
+    open reaches its header and list with the catch-up, not only with the live frame."""
+    user_id = auth.create()
+    token, chat_id = _token(app, user_id), _chat(app, user_id)
+    with app.extensions["database"].session() as session:
+        session.get(Conversation, chat_id).title = "Spring launch ideas"
+        session.commit()
+    ws = _connect(server, chat_id, token=token, fmt="html")
+    try:
+        ws.send(json.dumps({"after": 0}))
+        received = ""
+        deadline = time.monotonic() + 3
+        while 'id="chat-title"' not in received and time.monotonic() < deadline:
+            received += ws.receive(timeout=3) or ""
+    finally:
+        ws.close()
+    assert '<h1 id="chat-title" hx-swap-oob="true">Spring launch ideas</h1>' in received
+    assert f'id="conv-{chat_id}"' in received
