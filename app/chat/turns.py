@@ -48,9 +48,8 @@ class StartedTurn:
     rows: list[Message] = field(default_factory=list)
 
 
-def _locked(session: Session, settings: Settings, conversation_id: int, user_id: int):
-    """The conversation, locked, once every check that refuses a turn has passed; nothing
-    is written before this returns."""
+def _locked_idle(session: Session, conversation_id: int, user_id: int):
+    """The person's conversation, locked, with no run in flight (404 / 409 otherwise)."""
     conversation = lock_conversation(session, conversation_id)
     if conversation is None or conversation.user_id != user_id:
         raise TurnRejected(404, "NOT_FOUND", "Not found.")
@@ -60,6 +59,13 @@ def _locked(session: Session, settings: Settings, conversation_id: int, user_id:
             "RUN_IN_FLIGHT",
             "A reply is already being written in this chat. Wait for it or press Stop.",
         )
+    return conversation
+
+
+def _locked(session: Session, settings: Settings, conversation_id: int, user_id: int):
+    """The conversation, locked, once every check that refuses a turn has passed; nothing
+    is written before this returns."""
+    conversation = _locked_idle(session, conversation_id, user_id)
     _check_person_limits(session, settings, user_id)
     return conversation
 
@@ -257,15 +263,7 @@ def _note_of(row: Message) -> str:
 def choose_branch(session: Session, conversation_id: int, user_id: int, sequence: int) -> bool:
     """Show the branch through the row `sequence`: the one already shown when it runs
     through that row, else that row's newest branch. True when the shown branch changed."""
-    conversation = lock_conversation(session, conversation_id)
-    if conversation is None or conversation.user_id != user_id:
-        raise TurnRejected(404, "NOT_FOUND", "Not found.")
-    if active_run(session, conversation.id) is not None:
-        raise TurnRejected(
-            409,
-            "RUN_IN_FLIGHT",
-            "A reply is being written in this chat. Wait for it or press Stop.",
-        )
+    conversation = _locked_idle(session, conversation_id, user_id)
     tree = Tree.load(session, conversation.id)
     if sequence not in tree.rows:
         raise TurnRejected(404, "NOT_FOUND", "There is no such message in this chat.")

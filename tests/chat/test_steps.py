@@ -5,6 +5,7 @@ logs or not."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -132,7 +133,11 @@ def test_a_failed_run_keeps_the_steps_it_took(app, chat, fake_model):
     )
     chat_id = chat.new_chat()
     assert chat.wait(chat.send(chat_id, "What do I sell?"))["status"] == "error"
-    kept = [r for r in chat.rows(chat_id) if "steps" in r]
+    # A failed run keeps its steps in a transaction of its own, just after its status.
+    deadline = time.monotonic() + 5
+    while not (kept := [r for r in chat.rows(chat_id) if "steps" in r]):
+        assert time.monotonic() < deadline, "the failed run's steps were never kept"
+        time.sleep(0.02)
     assert [s["label"] for s in kept[0]["steps"]["items"]] == ["Looked up your offers"]
 
 

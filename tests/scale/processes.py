@@ -37,6 +37,8 @@ def base_env(tmp_path: Path, database_url: str, model_url: str, **settings: str)
         DATABASE_URL=database_url,
         INSTANCE_PATH=str(tmp_path / "instance"),
         SECRET_KEY="scale-test-secret",
+        # No title call after a first exchange: it would take the next scripted reply.
+        CHAT_TITLES="false",
         MODEL_PROVIDER="anthropic",
         ANTHROPIC_BASE_URL=model_url,
         ANTHROPIC_API_KEY="test-key",
