@@ -118,13 +118,27 @@ def _register_blueprints(app: Flask) -> None:
         auth,
         cards,
         chat,
+        export,
         memory_api,
+        search,
         settings_hub,
         sockets,
         workspace,
     )
 
-    for module in (auth, chat, cards, workspace, settings_hub, admin, api, memory_api, sockets):
+    for module in (
+        auth,
+        chat,
+        cards,
+        workspace,
+        settings_hub,
+        admin,
+        api,
+        memory_api,
+        search,
+        export,
+        sockets,
+    ):
         app.register_blueprint(module.bp)
 
 

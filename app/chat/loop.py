@@ -32,6 +32,7 @@ from app.chat.models import (
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_log import RunLog, elapsed_ms
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
+from app.chat.search import index_row
 from app.chat.steps import RunSteps
 from app.chat.taint import held_for_approval, is_tainted, named_hosts
 from app.chat.titles import propose_title
@@ -445,6 +446,7 @@ class HostLoop:
             row = session.get(Message, assistant_row.id)
             row.kind = "card"
             row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
+            index_row(session, row)  # shown from now on
             self._touch(session)
             self.ensure_running(session)
             session.commit()

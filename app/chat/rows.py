@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, make_transient_to_detached
 
 from app.chat.budget import estimate_blocks
 from app.chat.models import Conversation, Message
+from app.chat.search import index_row
 from app.db import utcnow
 
 _messages = Message.__table__
@@ -89,7 +90,7 @@ def insert_message(
         "created_at": utcnow(),
     }
     inserted = session.execute(_INSERT_NEXT, {**values, "of_conversation": conversation_id}).one()
-    return _persistent_row(
+    row = _persistent_row(
         session,
         {
             **values,
@@ -98,6 +99,8 @@ def insert_message(
             "parent_sequence": inserted.parent_sequence,
         },
     )
+    index_row(session, row, new=True)  # searchable in the same transaction
+    return row
 
 
 def insert_tool_result(

@@ -1,0 +1,60 @@
+"""Taking data out: one conversation as Markdown or JSON, or everything as a zip
+(docs/CONTRACT.md)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, jsonify, request, send_file
+from flask_login import current_user, login_required
+
+from app.chat.export import FORMATS, export_conversation
+from app.chat.models import Conversation
+from app.chat.takeout import build_archive
+from app.db import read_transaction, utcnow
+from app.web.access import owned_or_404
+from app.web.cards import card_view
+from app.web.errors import ApiError
+from app.web.identity import db_session
+
+bp = Blueprint("export", __name__)
+
+
+def answered_summary(card: dict) -> list[dict]:
+    """How a card reads once answered, exactly as the chat page shows it."""
+    return card_view(card)["summary"]
+
+
+@bp.get("/chats/<int:conversation_id>/export")
+@bp.get("/api/chats/<int:conversation_id>/export", endpoint="export_chat_api")
+@login_required
+def export_chat(conversation_id: int):
+    chosen = request.args.get("format", "md")
+    if chosen not in FORMATS:
+        raise ApiError(400, "'format' must be 'md' or 'json'.", "INVALID_FIELD")
+    session = db_session()
+    with read_transaction(session):
+        exported = export_conversation(session, owned_or_404(Conversation, conversation_id))
+    if chosen == "json":
+        response = jsonify(exported.as_json())
+    else:
+        response = Response(
+            exported.as_markdown(answered_summary), mimetype="text/markdown; charset=utf-8"
+        )
+    filename = f"loopdesk-chat-{conversation_id}.{chosen}"
+    response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@bp.get("/settings/data.zip")
+@bp.get("/api/export", endpoint="download_all_api")
+@login_required
+def download_all():
+    """Every chat, output, asset, attachment, workspace record and the memory."""
+    database = current_app.extensions["database"]
+    archive = build_archive(database, current_user.id, answered_summary)
+    return send_file(
+        archive,
+        mimetype="application/zip",
+        as_attachment=True,
+        download_name=f"loopdesk-data-{utcnow():%Y-%m-%d}.zip",
+        max_age=0,
+    )
