@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 FLASK := $(VENV)/bin/flask --app wsgi
 VENDOR := static/vendor
 
-.PHONY: run test setup lint format bench migrate-check clean browser
+.PHONY: run test setup lint format bench migrate-check clean browser fuzz
 
 setup: $(VENV)/.installed $(VENDOR)/.installed
 
@@ -41,6 +41,10 @@ browser:
 
 test: setup browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The property-based API tests for much longer than the suite runs them.
+fuzz: setup
+	SCHEMATHESIS_EXAMPLES=500 $(VENV)/bin/pytest -o addopts="" -q tests/web/test_openapi.py
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -120,10 +120,12 @@ def _register_blueprints(app: Flask) -> None:
         chat,
         export,
         memory_api,
+        openapi,
         search,
         settings_hub,
         sockets,
         workspace,
+        workspace_api,
     )
 
     for module in (
@@ -137,6 +139,8 @@ def _register_blueprints(app: Flask) -> None:
         memory_api,
         search,
         export,
+        workspace_api,
+        openapi,
         sockets,
     ):
         app.register_blueprint(module.bp)

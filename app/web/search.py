@@ -13,15 +13,23 @@ from app.db import read_transaction
 from app.web.access import is_htmx
 from app.web.errors import ApiError
 from app.web.identity import db_session
+from app.web.openapi import Param, documented
+from app.web.shapes import SearchOut
 
 bp = Blueprint("search", __name__)
 
 MAX_QUERY_CHARS = 200
 MAX_LIMIT = 50
 PAGE_LIMIT = 8  # hits under the page's search box
+SEARCH_QUERY = (
+    Param("q", {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS}, required=True),
+    Param("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
+    Param("cursor", {"type": "string", "pattern": "^[0-9]{1,5}$"}, "next_cursor of a page"),
+)
 
 
 @bp.get("/api/search")
+@documented("GET", "Search your chats", response=SearchOut, query=SEARCH_QUERY)
 @login_required
 def api_search():
     query = request.args.get("q", "")
