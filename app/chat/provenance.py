@@ -1,0 +1,62 @@
+"""Provenance: what a tainted conversation creates carries the untrusted sources it read.
+
+An output, character, visual asset or campaign created while the conversation's model had
+been sent untrusted content records those sources in `untrusted_sources`; the workspace,
+settings and admin pages show it as "from untrusted content", and a tool that reads it
+later (`ToolContext.saw`) passes the taint on to the reading conversation. Memory facts
+record theirs in `UserMemory.untrusted_facts` (fact -> sources)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from app.memory.models import UserMemory
+
+BADGE = "from untrusted content"
+
+
+@contextmanager
+def stamped(session: Session, sources: list[dict[str, Any]]) -> Iterator[None]:
+    """While inside, every object the session inserts that can carry provenance records
+    `sources` (whatever tool creates it). Nothing is stamped when `sources` is empty."""
+    if not sources:
+        yield
+        return
+
+    def before_flush(flushing: Session, _context, _instances) -> None:
+        for obj in flushing.new:
+            if hasattr(type(obj), "untrusted_sources") and not obj.untrusted_sources:
+                obj.untrusted_sources = list(sources)
+
+    event.listen(session, "before_flush", before_flush)
+    try:
+        yield
+        session.flush()  # the tool's last objects, before the listener goes
+    finally:
+        event.remove(session, "before_flush", before_flush)
+
+
+def mark_facts(session: Session, user_id: int, facts: list[str], sources: list[dict]) -> None:
+    """Record that these (just saved) facts came from a conversation with these sources."""
+    if not facts or not sources:
+        return
+    memory = session.get(UserMemory, user_id)
+    if memory is None:
+        return
+    marked = dict(memory.untrusted_facts or {})
+    for fact in facts:
+        marked[fact] = list(sources)
+    memory.untrusted_facts = {fact: marked[fact] for fact in marked if fact in memory.facts}
+
+
+def untrusted_facts(memory: UserMemory | None) -> dict[str, list]:
+    """The person's current facts that came from untrusted content, with their sources."""
+    if memory is None or not memory.untrusted_facts:
+        return {}
+    facts = set(memory.facts or [])
+    return {fact: sources for fact, sources in memory.untrusted_facts.items() if fact in facts}
