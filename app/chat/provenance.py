@@ -54,6 +54,21 @@ def mark_facts(session: Session, user_id: int, facts: list[str], sources: list[d
     memory.untrusted_facts = {fact: marked[fact] for fact in marked if fact in memory.facts}
 
 
+def source_label(source: dict[str, Any]) -> str:
+    """One source in plain words (the badge's tooltip)."""
+    if not isinstance(source, dict):
+        return "outside content"
+    if source.get("url"):
+        return f"the web page {source['url']}"
+    if source.get("filename"):
+        return f"the attached file {source['filename']}"
+    if source.get("saved"):
+        return f"a saved {str(source['saved']).replace('_', ' ')} made from outside content"
+    if source.get("memory"):
+        return "a remembered fact made from outside content"
+    return "outside content"
+
+
 def untrusted_facts(memory: UserMemory | None) -> dict[str, list]:
     """The person's current facts that came from untrusted content, with their sources."""
     if memory is None or not memory.untrusted_facts:
