@@ -387,7 +387,7 @@ class HostLoop:
         started = time.monotonic()
         with self.services.database.session() as session:
             context = self.tool_context(session, tool_use)
-            with stamped(session, self.sources):
+            with stamped(session, context):
                 outcome = invoke(tool, context, checked.arguments)
             if tool.phase == "build" and not (isinstance(outcome, ToolResult) and outcome.is_error):
                 widen_to_build(session, self.conversation_id)
@@ -500,7 +500,7 @@ class HostLoop:
                 )
             else:
                 context = self.tool_context(session, tool_use)
-                with stamped(session, self.sources):
+                with stamped(session, context):
                     outcome = invoke(tool, context, card["arguments"], approved=True)
                 result = outcome if isinstance(outcome, ToolResult) else _as_result(outcome)
             untrusted = self.read_untrusted(tool, result, None if tool is None else context)

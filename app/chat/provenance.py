@@ -10,28 +10,32 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from app.memory.models import UserMemory
 
+if TYPE_CHECKING:
+    from app.tools.context import ToolContext
+
 BADGE = "from untrusted content"
 
 
 @contextmanager
-def stamped(session: Session, sources: list[dict[str, Any]]) -> Iterator[None]:
-    """While inside, every object the session inserts that can carry provenance records
-    `sources` (whatever tool creates it). Nothing is stamped when `sources` is empty."""
-    if not sources:
-        yield
-        return
+def stamped(session: Session, context: ToolContext) -> Iterator[None]:
+    """While a tool runs, every object the session inserts that can carry provenance
+    records the untrusted content known at that moment (whatever tool creates it): the
+    conversation's, and what the call itself read (an agent adapting a tainted output)."""
 
     def before_flush(flushing: Session, _context, _instances) -> None:
+        sources = [*context.untrusted_sources, *context.read_untrusted]
+        if not sources:
+            return
         for obj in flushing.new:
             if hasattr(type(obj), "untrusted_sources") and not obj.untrusted_sources:
-                obj.untrusted_sources = list(sources)
+                obj.untrusted_sources = sources
 
     event.listen(session, "before_flush", before_flush)
     try:

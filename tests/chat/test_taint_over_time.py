@@ -311,6 +311,24 @@ def test_an_output_made_in_a_tainted_chat_taints_the_chat_that_reads_it(
     assert counts(app, chat.user_id)["characters"] == 0
 
 
+def test_an_agent_adapting_a_tainted_output_saves_a_tainted_output(app, chat, fake_model, site):
+    output_id = _tainted_output(app, chat, fake_model, site)
+    fresh = chat.new_chat()
+    adapt = {"instructions": "Adapt it", "reference_output_ids": [output_id]}
+    replies(
+        fake_model,
+        Turn(tool_use(AD_COPY.tool_name, adapt)),
+        Turn(tool_use(answer_tool_name(AD_COPY.name), agent_output(AD_COPY.slug, {}))),
+        Turn(tool_use("save_character", {"name": "Mallory", "description": "From the ad."})),
+    )
+    run = chat.wait(chat.send(fresh, f"Adapt output {output_id} into a new ad"))
+
+    held_card(chat, fresh, run, "save_character")
+    with app.extensions["database"].session() as session:
+        adapted = session.scalars(select(Output).where(Output.conversation_id == fresh)).one()
+        assert adapted.untrusted_sources == [{"saved": "output", "id": output_id}]
+
+
 def test_a_fact_remembered_from_untrusted_content_is_marked_and_taints_later_chats(
     app, chat, fake_model, site
 ):
