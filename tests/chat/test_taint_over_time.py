@@ -345,10 +345,37 @@ def test_a_fact_remembered_from_untrusted_content_is_marked_and_taints_later_cha
     settings_page = chat.client.get("/settings").get_data(as_text=True)
     assert 'id="fact-1-untrusted"' in settings_page
 
+    # The admin's view of the person's memory says so too.
+    chat.auth.create("root@example.com", admin=True)
+    chat.auth.logout()
+    chat.auth.login("root@example.com")
+    admin_page = chat.client.get(f"/admin/users/{chat.user_id}/memory").get_data(as_text=True)
+    assert 'id="fact-1-untrusted"' in admin_page
+    chat.auth.logout()
+    chat.auth.login()
+
     # The fact is in every later system prompt: a new chat's writes are held too.
     fresh = chat.new_chat()
     replies(fake_model, Turn(tool_use("save_character", {"name": "Ana", "description": "x"})))
     held_card(chat, fresh, chat.wait(chat.send(fresh, "Save Ana")), "save_character")
+
+
+def test_an_image_made_in_a_tainted_chat_is_badged_in_the_workspace(app, chat, fake_model, site):
+    chat_id, message, read = start_tainted(app, chat, fake_model, site, "page")
+    replies(
+        fake_model, Turn(_read_call(read)), Turn(tool_use("generate_image", {"prompt": "A cafe"}))
+    )
+    card = held_card(chat, chat_id, chat.wait(chat.send(chat_id, message)), "generate_image")
+    _approve(chat, chat_id, card)
+    with app.extensions["database"].session() as session:
+        asset = session.scalars(
+            select(VisualAsset).where(VisualAsset.user_id == chat.user_id)
+        ).one()
+        assert asset.untrusted_sources == [{"tool": "fetch_url", "url": f"{site.url}/tips"}]
+    gallery = chat.client.get("/workspace/assets").get_data(as_text=True)
+    assert f'id="asset-{asset.id}-untrusted"' in gallery
+    detail = chat.client.get(f"/workspace/assets/{asset.id}/view").get_data(as_text=True)
+    assert 'id="asset-untrusted"' in detail and "the web page" in detail
 
 
 # --- redirects and the query string ------------------------------------------------------
