@@ -39,13 +39,17 @@ def untrusted_sources(session: Session, conversation_id: int, registry: ToolRegi
         if source not in sources:
             sources.append(source)
 
-    metas = session.scalars(
-        select(Message.meta).where(
-            Message.conversation_id == conversation_id, Message.kind == "tool_result"
-        )
+    # Only the small parts of each result row (never the page text itself): this runs
+    # in the transaction that claims a run, before its first token.
+    results = session.execute(
+        select(
+            Message.meta["untrusted"],
+            Message.meta["tool"].as_string(),
+            Message.meta[("blocks", 0, "is_error")].as_boolean(),
+        ).where(Message.conversation_id == conversation_id, Message.kind == "tool_result")
     )
-    for meta in metas:
-        for source in _row_sources(meta or {}, registry):
+    for recorded, tool_name, failed in results:
+        for source in _row_sources(recorded, tool_name, bool(failed), registry):
             add(source)
     user_id = session.scalar(select(Conversation.user_id).where(Conversation.id == conversation_id))
     for fact in untrusted_facts(session.get(UserMemory, user_id) if user_id else None):
@@ -53,13 +57,13 @@ def untrusted_sources(session: Session, conversation_id: int, registry: ToolRegi
     return sources
 
 
-def _row_sources(meta: dict[str, Any], registry: ToolRegistry) -> list[dict[str, Any]]:
-    recorded = meta.get("untrusted")
+def _row_sources(
+    recorded: Any, tool_name: str | None, failed: bool, registry: ToolRegistry
+) -> list[dict[str, Any]]:
     if recorded:
         return list(recorded)
     # Rows written before sources were recorded: the tool's own flag decides.
-    tool = registry.get(meta.get("tool", ""))
-    failed = any(block.get("is_error") for block in meta.get("blocks", []))
+    tool = registry.get(tool_name or "")
     if tool is not None and tool.untrusted and not failed:
         return [{"tool": tool.name}]
     return []

@@ -422,3 +422,27 @@ def test_data_in_the_query_to_a_named_host_is_held_while_tainted(app, chat, fake
     card = held_card(chat, chat_id, run, "fetch_url")
     assert card["url"]["query"] == "q=the-secret-plan"
     assert site.requests == ["/tips"], "the query never left"
+
+
+# --- computed from rows -------------------------------------------------------------------
+
+
+def test_taint_is_read_from_the_rows_older_rows_and_failed_reads_included(app, chat):
+    from app.chat.rows import insert_tool_result
+    from app.chat.taint import untrusted_sources
+
+    tools = app.extensions["services"].tools
+    older, failed, clean = chat.new_chat(), chat.new_chat(), chat.new_chat()
+    with app.extensions["database"].session() as session:
+        # A page read before sources were recorded on rows: the tool's flag decides.
+        insert_tool_result(session, older, "toolu_1", "fetch_url", {"text": "a page"})
+        # A fetch that failed brought no content in.
+        insert_tool_result(
+            session, failed, "toolu_2", "fetch_url", "Could not fetch", is_error=True
+        )
+        insert_tool_result(session, clean, "toolu_3", "list_offers", {"offers": []})
+        session.commit()
+    with app.extensions["database"].session() as session:
+        assert untrusted_sources(session, older, tools) == [{"tool": "fetch_url"}]
+        assert untrusted_sources(session, failed, tools) == []
+        assert untrusted_sources(session, clean, tools) == []
