@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import log_in, new_chat
+from tests.browser.conftest import log_in, new_chat, screenshot
 from tests.chat.injection_kit import Site
 from tests.fake_model import Turn, tool_use
 
@@ -51,3 +51,4 @@ def test_the_card_shows_the_exact_call_and_the_punycode_host(
     assert query.is_visible() and query.inner_text() == "q=secret"
     assert PUNYCODE in card.inner_text()
     assert site.requests == ["/tips"]
+    screenshot(page, "held-call-card")
