@@ -89,6 +89,9 @@ def create_app(test_config: dict | None = None) -> Flask:
 
     app.jinja_env.filters["markdown"] = render_markdown
     app.jinja_env.filters["message_markdown"] = render_message
+    from app.chat.provenance import source_label
+
+    app.jinja_env.filters["untrusted_source_label"] = source_label
     times.register(app)
     return app
 

@@ -111,8 +111,10 @@ def insert_tool_result(
     content: Any,
     *,
     is_error: bool = False,
+    untrusted: list[dict[str, Any]] | None = None,
 ) -> Message:
-    """The hidden row that answers one tool_use: what the model reads, never rendered."""
+    """The hidden row that answers one tool_use: what the model reads, never rendered.
+    `untrusted`: the untrusted content it carries (app/chat/taint.py reads it)."""
     block: dict[str, Any] = {
         "type": "tool_result",
         "tool_use_id": tool_use_id,
@@ -120,13 +122,10 @@ def insert_tool_result(
     }
     if is_error:
         block["is_error"] = True
-    return insert_message(
-        session,
-        conversation_id,
-        role="user",
-        kind="tool_result",
-        meta={"blocks": [block], "hidden": True, "tool": tool_name},
-    )
+    meta: dict[str, Any] = {"blocks": [block], "hidden": True, "tool": tool_name}
+    if untrusted:
+        meta["untrusted"] = untrusted
+    return insert_message(session, conversation_id, role="user", kind="tool_result", meta=meta)
 
 
 def result_text(content: Any) -> str:
