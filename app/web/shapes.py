@@ -55,6 +55,9 @@ class OutputOut(Shape):
     conversation_id: int | None
     content: dict[str, Any]
     created_at: UtcTime
+    untrusted_sources: list[Any] | None = Field(
+        None, description="The untrusted content (pages, attachments) it was made from"
+    )
 
 
 class AssetOut(Shape):
@@ -67,6 +70,9 @@ class AssetOut(Shape):
     offer_id: int | None
     image_url: str = Field(description="The image (or placeholder artwork) itself")
     created_at: UtcTime
+    untrusted_sources: list[Any] | None = Field(
+        None, description="The untrusted content (pages, attachments) it was made from"
+    )
 
 
 class CharacterOut(Shape):
@@ -76,6 +82,9 @@ class CharacterOut(Shape):
     persona_id: int | None
     portrait_asset_id: int | None
     created_at: UtcTime
+    untrusted_sources: list[Any] | None = Field(
+        None, description="The untrusted content (pages, attachments) it was made from"
+    )
 
 
 class CampaignOut(Shape):
@@ -86,6 +95,9 @@ class CampaignOut(Shape):
     briefing: dict[str, Any]
     created_at: UtcTime
     updated_at: UtcTime
+    untrusted_sources: list[Any] | None = Field(
+        None, description="The untrusted content (pages, attachments) it was made from"
+    )
 
 
 def page_of(item: type[Shape]) -> type[BaseModel]:

@@ -2,7 +2,7 @@
 facts were made from
 
 Revision ID: 17c4a9e2b1d0
-Revises: b5d2e8f41c7a
+Revises: 21a0c5e9f3b1
 Create Date: 2026-12-01 13:00:00.000000
 
 """
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 
 revision = '17c4a9e2b1d0'
-down_revision = 'b5d2e8f41c7a'
+down_revision = '21a0c5e9f3b1'
 branch_labels = None
 depends_on = None
 
