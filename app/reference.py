@@ -11,20 +11,20 @@ import inspect
 import click
 from flask import Flask
 
-from app.config import PROJECT_ROOT
+from app.config import DOCUMENTED_SETTINGS, PROJECT_ROOT, documented_default
 
 REFERENCE = PROJECT_ROOT / "docs" / "reference.md"
-HEADER = """# Reference: every route and command
+HEADER = """# Reference: every setting, route and command
 
 Written by `flask --app wsgi reference` from the code (`app/reference.py`); a test fails
-when it differs from what the code says. What the routes take and answer, the socket
-frames and the settings are in [CONTRACT.md](CONTRACT.md); the JSON API's shapes in
-`/api/openapi.json`.
+when it differs from what the code says. What the routes take and answer, and the socket
+frames are in [CONTRACT.md](CONTRACT.md); the JSON API's shapes in `/api/openapi.json`.
 """
 
 
 def render_reference(app: Flask) -> str:
-    lines = [HEADER, "## Routes", "", "| method | path | what it is for |", "|---|---|---|"]
+    lines = [HEADER, *_settings_table(), "", "## Routes", "", "| method | path | what it is for |"]
+    lines.append("|---|---|---|")
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: (r.rule, sorted(r.methods))):
         if rule.endpoint == "static":
             continue
@@ -38,6 +38,20 @@ def render_reference(app: Flask) -> str:
             continue  # Flask's own
         lines.append(f"| `flask {name}` | {_first_line(command.help or '')} |")
     return "\n".join(lines) + "\n"
+
+
+def _settings_table() -> list[str]:
+    lines = [
+        "## Settings",
+        "",
+        "Read from the environment (and `.env` when present) by `app/config.py`.",
+        "",
+        "| name | default | meaning |",
+        "|---|---|---|",
+    ]
+    for setting in DOCUMENTED_SETTINGS:
+        lines.append(f"| `{setting.env}` | {documented_default(setting)} | {setting.meaning} |")
+    return lines
 
 
 def _summary(view, method: str) -> str:
