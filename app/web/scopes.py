@@ -9,7 +9,7 @@ password, ending sessions, logging out."""
 
 from __future__ import annotations
 
-from flask import g, request
+from flask import g, jsonify, request
 from flask_login import current_user
 
 from app.web.identity import bearer_token
@@ -37,13 +37,14 @@ def check_token_scope():
         return None
     if not current_user.is_authenticated:
         return None  # a bad token: login_required answers 401
-    from app.web.errors import error_response
-
     if request.endpoint in SESSION_ONLY_ENDPOINTS:
-        return error_response(
-            403, "SESSION_REQUIRED", "This needs a browser session: a token cannot do it."
-        )
+        return _refused("SESSION_REQUIRED", "This needs a browser session: a token cannot do it.")
     scope = required_scope(request.endpoint, request.path, request.method)
     if scope not in g.get("token_scopes", frozenset()):
-        return error_response(403, "INSUFFICIENT_SCOPE", f"This token lacks the {scope!r} scope.")
+        return _refused("INSUFFICIENT_SCOPE", f"This token lacks the {scope!r} scope.")
     return None
+
+
+def _refused(code: str, message: str):
+    """JSON on every route, pages too: whoever sends a token is a script."""
+    return jsonify({"error": {"code": code, "message": message}}), 403
