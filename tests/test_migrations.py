@@ -256,4 +256,9 @@ def test_old_tokens_keep_what_they_could_do_and_old_sessions_start_at_generation
         )
         generations = connection.execute(text("SELECT session_generation FROM users")).scalars()
         assert list(generations) == [0, 0]
+        if engine.dialect.name == "sqlite":  # rebuilt so a deleted person's id is never reused
+            sql = connection.execute(
+                text("SELECT sql FROM sqlite_master WHERE name = 'users'")
+            ).scalar()
+            assert "AUTOINCREMENT" in sql
     assert scopes == {"ada@example.com": "read chat", "root@example.com": "read chat admin"}

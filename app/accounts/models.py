@@ -13,7 +13,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import ForeignKey, String, false, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.db import Base, utcnow
+from app.db import NEVER_REUSED_IDS, Base, utcnow
 
 _hasher = PasswordHasher()
 TOKEN_PREFIX = "ld_"
@@ -26,6 +26,8 @@ DEFAULT_SCOPES = ("read", "chat")
 
 class User(Base):
     __tablename__ = "users"
+    # A deleted person's id is never handed to a new account (a stale cookie names it).
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     email: Mapped[str] = mapped_column(String(254), unique=True)
