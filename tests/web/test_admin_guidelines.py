@@ -327,7 +327,7 @@ def test_api_put_empty_list_deletes_all_and_stays_empty(app, client, auth, admin
 
 
 def test_api_put_with_a_bearer_token_needs_no_csrf(app, admin):
-    _, raw = add_token(app, admin)
+    _, raw = add_token(app, admin, scopes=("admin",))
     response = app.test_client().put(
         "/api/admin/guidelines", json={"rules": [{"text": "Only rule."}]}, headers=bearer(raw)
     )
