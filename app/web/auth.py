@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, flash, g, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 from sqlalchemy import select
 
@@ -37,8 +37,10 @@ def _address_key() -> str:
     return f"address:{client_address()}"
 
 
-def _login_failed(response) -> bool:
-    return response.status_code != 302
+def _login_failed(_response) -> bool:
+    """Only a checked, wrong password counts against the account (not a form missing
+    its CSRF token, which anyone could send in the account's name for free)."""
+    return bool(g.get("wrong_password"))
 
 
 def _safe_next(target: str | None) -> str:
@@ -79,6 +81,7 @@ def login():
             if user.must_onboard:
                 flash("Welcome to Loopdesk.")  # the first login after signing up
             return redirect(_safe_next(request.args.get("next")))
+        g.wrong_password = True
         form.password.errors.append(LOGIN_FAILED)
         return render_template("auth/login.html", form=form), 400
     status = 400 if request.method == "POST" else 200

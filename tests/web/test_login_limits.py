@@ -92,3 +92,13 @@ def test_proxy_fix_gives_the_scheme_and_host_the_proxy_saw(make_app):
     assert redirect_path(client.get("/settings")) == "/login"
     # The proxy spoke HTTPS to the person: the session cookie is marked Secure.
     assert "Secure" in client.get("/login").headers.get("Set-Cookie", "")
+
+
+def test_forms_without_a_csrf_token_do_not_use_up_the_account(make_app):
+    app = make_app(rate_limit_login_account="3 per hour", rate_limit_login_address="100 per minute")
+    add_user(app, "ada@example.com")
+    client = browser(app)
+    for _ in range(5):
+        response = client.post("/login", data={"email": "ada@example.com", "password": "x"})
+        assert response.status_code == 400
+    assert attempt(client, password=PASSWORD) == 302
