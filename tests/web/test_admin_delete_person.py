@@ -171,3 +171,32 @@ def test_the_person_can_log_in_never_again(app, client, auth, admin, bob):
     other = app.test_client()
     data = {"email": "bob@example.com", "password": PASSWORD, "csrf_token": anonymous_csrf(other)}
     assert other.post("/login", data=data).status_code == 400
+
+
+def test_deleting_someone_whose_reply_is_streaming_cancels_the_run_cleanly(
+    make_app, fake_model, caplog
+):
+    import logging
+
+    from tests.chat.conftest import ChatDriver
+    from tests.fake_model import Turn, text
+
+    app = make_app(anthropic_base_url=fake_model.base_url)
+    fake_model.script(Turn(text("a long answer " * 80), token_delay=0.05))
+    bob_auth = AuthActions(app, app.test_client())
+    bob = bob_auth.create("bob@example.com")
+    bob_auth.login("bob@example.com")
+    driver = ChatDriver(app, bob_auth.client, bob_auth)
+    run_id = driver.send(driver.new_chat(), "Tell me everything")
+    fake_model.wait_for_requests(1)
+    future = app.extensions["executor"].futures[run_id]
+
+    admin_auth = AuthActions(app, app.test_client())
+    admin_auth.create("root@example.com", admin=True)
+    admin_auth.login("root@example.com")
+    assert redirect_path(delete(admin_auth.client, admin_auth, bob)) == "/admin/users"
+
+    assert future.result(timeout=5) == "cancelled"
+    assert fake_model.replies == []  # cut, not read to its end
+    assert count(app, Conversation) == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
