@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from flask import Flask, request
 from flask_login import current_user
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.chat.executor import make_executor
 from app.config import PROJECT_ROOT, load_settings
@@ -37,6 +40,8 @@ def create_app(test_config: dict | None = None) -> Flask:
         LOOPDESK=settings,
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
+        # The cookie's own expiry; app.web.session also refuses a login older than this.
+        PERMANENT_SESSION_LIFETIME=timedelta(days=settings.session_lifetime_days),
         REMEMBER_COOKIE_HTTPONLY=True,
         REMEMBER_COOKIE_SAMESITE="Lax",
         # CSRF is checked in a before_request hook so bearer-token scripts can skip it.
@@ -53,6 +58,11 @@ def create_app(test_config: dict | None = None) -> Flask:
     )
     app.config.update(flask_config)
     app.session_interface = SessionInterface()
+    if settings.trusted_proxies:
+        # The client's address, scheme and host as the trusted proxies saw them: rate
+        # limits count real clients, and the socket's Origin check sees the public origin.
+        hops = settings.trusted_proxies
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)
     settings.instance_path.mkdir(parents=True, exist_ok=True)
 
     database = make_database(settings)
@@ -82,6 +92,9 @@ def create_app(test_config: dict | None = None) -> Flask:
 
     app.teardown_appcontext(identity.close_db_session)
     app.before_request(_check_csrf)
+    from app.web.scopes import check_token_scope
+
+    app.before_request(check_token_scope)
     app.after_request(_security_headers)
     app.context_processor(lambda: {"settings": settings})
     from app.web import times

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import timedelta
 
 import click
 from flask import Flask, current_app
@@ -11,12 +12,13 @@ from flask.cli import with_appcontext
 from sqlalchemy import select
 from werkzeug.serving import run_simple
 
-from app.accounts.models import ApiToken, User
+from app.accounts.models import DEFAULT_SCOPES, SCOPES, ApiToken, User
 from app.accounts.service import AccountError, create_user
 from app.chat.models import Conversation, Run
 from app.chat.run_log import describe, load_reports
 from app.chat.stale import StaleSweeper, sweep
 from app.config import PROJECT_ROOT
+from app.db import utcnow
 from app.reference import reference_command
 from app.workspace.demo import DEMO_EMAIL, DEMO_PASSWORD, seed_demo
 
@@ -45,13 +47,26 @@ def create_user_command(email: str, admin: bool, password: str) -> None:
 @with_appcontext
 @click.argument("email")
 @click.option("--name", default="cli", show_default=True)
-def create_token_command(email: str, name: str) -> None:
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(SCOPES),
+    help="read, chat or admin (admins only); repeat for more. Default: read and chat.",
+)
+@click.option("--expires-days", type=click.IntRange(min=1), help="Days it lasts (default: never).")
+def create_token_command(
+    email: str, name: str, scopes: tuple[str, ...], expires_days: int | None
+) -> None:
     """Print a new bearer token for EMAIL (shown once, stored hashed)."""
     with _session() as session:
         user = session.scalar(select(User).where(User.email == User.normalize_email(email)))
         if user is None:
             raise click.ClickException(f"No account for {email}.")
-        token, raw = ApiToken.issue(user, name)
+        if "admin" in scopes and not user.is_admin:
+            raise click.ClickException(f"{email} is not an admin: no admin scope.")
+        expires_at = utcnow() + timedelta(days=expires_days) if expires_days else None
+        token, raw = ApiToken.issue(user, name, scopes or DEFAULT_SCOPES, expires_at)
         session.add(token)
         session.commit()
         click.echo(raw)

@@ -6,6 +6,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from dotenv import load_dotenv
 
@@ -42,6 +43,20 @@ def _int(env: dict, name: str, default: int) -> int:
 
 def _float(env: dict, name: str, default: float) -> float:
     return _number(env, name, default, float, "a number of seconds")
+
+
+def _optional_bool(value: str | None) -> bool | None:
+    return None if value is None or value.strip() == "" else _bool(value, False)
+
+
+def _public_url(raw: str | None) -> str | None:
+    """`https://chat.example.com` (no path): where people reach the app."""
+    if not raw or not raw.strip():
+        return None
+    parts = urlsplit(raw.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"PUBLIC_URL must be like https://chat.example.com, got {raw!r}")
+    return raw.strip().rstrip("/")
 
 
 def _weights(raw: str | None) -> dict[str, int]:
@@ -120,6 +135,19 @@ class Settings:
     image_model: str = DEFAULT_IMAGE_MODEL
     video_provider_url: str | None = None
     open_signup: bool = True
+    # Sessions (docs/security.md): how long a login lasts, whether the cookie is marked
+    # Secure (None: when PUBLIC_URL is https, or the request came over HTTPS), and the
+    # address people reach the app at (the socket's Origin is compared with it).
+    session_lifetime_days: int = 14
+    session_cookie_secure: bool | None = None
+    public_url: str | None = None
+    # Proxies in front of the app that set X-Forwarded-For/-Proto/-Host/-Port: how many
+    # hops to trust (0: none; the client is the connection's address).
+    trusted_proxies: int = 0
+    # Login: failed attempts per account (from anywhere) and attempts per client address.
+    rate_limit_login_account: str = "30 per hour"
+    rate_limit_login_address: str = "20 per minute"
+    rate_limit_signup: str = "10 per hour"
     max_message_chars: int = 100_000
     attachment_max_bytes: int = 5_000_000
     extra: dict = field(default_factory=dict)
@@ -195,10 +223,21 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         image_model=env.get("IMAGE_MODEL") or DEFAULT_IMAGE_MODEL,
         video_provider_url=env.get("VIDEO_PROVIDER_URL") or None,
         open_signup=_bool(env.get("OPEN_SIGNUP"), True),
+        session_lifetime_days=_int(env, "SESSION_LIFETIME_DAYS", 14),
+        session_cookie_secure=_optional_bool(env.get("SESSION_COOKIE_SECURE")),
+        public_url=_public_url(env.get("PUBLIC_URL")),
+        trusted_proxies=_int(env, "TRUSTED_PROXIES", 0),
+        rate_limit_login_account=env.get("RATE_LIMIT_LOGIN_ACCOUNT") or "30 per hour",
+        rate_limit_login_address=env.get("RATE_LIMIT_LOGIN_ADDRESS") or "20 per minute",
+        rate_limit_signup=env.get("RATE_LIMIT_SIGNUP") or "10 per hour",
         max_message_chars=_int(env, "MAX_MESSAGE_CHARS", 100_000),
         attachment_max_bytes=_int(env, "ATTACHMENT_MAX_BYTES", 5_000_000),
     )
     values.update(overrides)
+    if values["session_lifetime_days"] < 1:
+        raise ValueError("SESSION_LIFETIME_DAYS must be at least 1")
+    if values["trusted_proxies"] < 0:
+        raise ValueError("TRUSTED_PROXIES must be 0 or more")
     if not values["secret_key"]:
         values["secret_key"] = _secret_key(Path(values["instance_path"]))
     return Settings(**values)

@@ -219,3 +219,52 @@ def test_branches_migration_reads_existing_conversations_as_one_straight_branch(
         ).all()
     assert parents == {chats[0]: [None, 1, 2], chats[1]: [None, 1]}
     assert {tuple(b) for b in branches} == {(None, None)}
+
+
+BEFORE_SESSIONS = "b5d2e8f41c7a"  # the revision before sessions and token scopes
+
+
+def test_old_tokens_keep_what_they_could_do_and_old_sessions_start_at_generation_0(make_app):
+    """19a1c3e5f7b9: tokens made before scopes keep read and chat, an admin's keep admin
+    too (they could do anything); every account starts at session generation 0."""
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade(revision=BEFORE_SESSIONS)
+    engine = app.extensions["database"].engine
+    with engine.begin() as connection:
+        for email, admin in (("ada@example.com", False), ("root@example.com", True)):
+            user = connection.execute(
+                text(
+                    "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+                    " VALUES (:email, 'x', '', :admin, '2026-12-01 10:00:00') RETURNING id"
+                ),
+                {"email": email, "admin": admin},
+            ).scalar()
+            connection.execute(
+                text(
+                    "INSERT INTO api_tokens (user_id, name, token_hash, display_prefix, created_at)"
+                    " VALUES (:user, 't', :hash, 'ld_', '2026-12-01 10:00:00')"
+                ),
+                {"user": user, "hash": email},
+            )
+    with app.app_context():
+        upgrade()
+    with engine.connect() as connection:
+        scopes = dict(
+            connection.execute(
+                text(
+                    "SELECT users.email, api_tokens.scopes FROM api_tokens"
+                    " JOIN users ON users.id = api_tokens.user_id"
+                )
+            ).all()
+        )
+        generations = connection.execute(text("SELECT session_generation FROM users")).scalars()
+        assert list(generations) == [0, 0]
+        if engine.dialect.name == "sqlite":  # rebuilt so a deleted person's id is never reused
+            sql = connection.execute(
+                text("SELECT sql FROM sqlite_master WHERE name = 'users'")
+            ).scalar()
+            assert "AUTOINCREMENT" in sql
+    assert scopes == {"ada@example.com": "read chat", "root@example.com": "read chat admin"}

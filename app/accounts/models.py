@@ -13,14 +13,21 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import ForeignKey, String, false, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.db import Base, utcnow
+from app.db import NEVER_REUSED_IDS, Base, utcnow
 
 _hasher = PasswordHasher()
 TOKEN_PREFIX = "ld_"
+# What a bearer token may do (app.web.scopes): read = GET pages and API; chat = every
+# other non-admin request (sending, answering cards, stopping, editing one's own things);
+# admin = the admin pages and API, for admins only.
+SCOPES = ("read", "chat", "admin")
+DEFAULT_SCOPES = ("read", "chat")
 
 
 class User(Base):
     __tablename__ = "users"
+    # A deleted person's id is never handed to a new account (a stale cookie names it).
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     email: Mapped[str] = mapped_column(String(254), unique=True)
@@ -39,6 +46,9 @@ class User(Base):
     starters: Mapped[list[Any]] = mapped_column(default=list, server_default=text("'[]'"))
     # Credits a month; None is unlimited (the default). Set by an admin.
     monthly_credits: Mapped[int | None]
+    # Every session cookie carries the generation it was issued under; bumping it (log
+    # out, a new password, "log out everywhere", deletion) ends every copy of every cookie.
+    session_generation: Mapped[int] = mapped_column(default=0, server_default=text("0"))
 
     tokens: Mapped[list[ApiToken]] = relationship(
         back_populates="user", cascade="all, delete-orphan"
@@ -81,7 +91,17 @@ def dummy_password_check(password: str) -> None:
         _hasher.verify(_DUMMY_HASH, password)
 
 
+def spend_a_password_hash(password: str) -> None:
+    """Spend what hashing a new password costs, where no account is made."""
+    _hasher.hash(password)
+
+
 _DUMMY_HASH = _hasher.hash("not-a-real-password")
+
+
+def end_sessions(user: User) -> None:
+    """Every session cookie issued so far stops working (app.web.identity checks it)."""
+    user.session_generation = (user.session_generation or 0) + 1
 
 
 def hash_token(raw: str) -> str:
@@ -101,15 +121,43 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]
+    # Space-separated, from SCOPES. Tokens made before scopes existed could do anything
+    # but admin (the migration gives admins' old tokens "admin" too).
+    scopes: Mapped[str] = mapped_column(String(40), default="read chat", server_default="read chat")
+    expires_at: Mapped[datetime | None]
 
     user: Mapped[User] = relationship(back_populates="tokens")
 
     @classmethod
-    def issue(cls, user: User, name: str) -> tuple[ApiToken, str]:
+    def issue(
+        cls,
+        user: User,
+        name: str,
+        scopes: tuple[str, ...] = DEFAULT_SCOPES,
+        expires_at: datetime | None = None,
+    ) -> tuple[ApiToken, str]:
+        unknown = set(scopes) - set(SCOPES)
+        if unknown or not scopes:
+            raise ValueError(f"unknown or no scopes: {sorted(unknown)}")
         raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        token = cls(user=user, name=name, token_hash=hash_token(raw), display_prefix=raw[:10])
+        token = cls(
+            user=user,
+            name=name,
+            token_hash=hash_token(raw),
+            display_prefix=raw[:10],
+            scopes=" ".join(s for s in SCOPES if s in scopes),
+            expires_at=expires_at,
+        )
         return token, raw
 
     @property
+    def scope_set(self) -> frozenset[str]:
+        return frozenset(self.scopes.split())
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= utcnow()
+
+    @property
     def active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and not self.expired

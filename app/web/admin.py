@@ -18,9 +18,10 @@ from flask import (
 )
 from flask_login import current_user, login_required
 from sqlalchemy import func, select
-from wtforms import IntegerField, TextAreaField
+from wtforms import IntegerField, StringField, TextAreaField
 from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
+from app.accounts.deletion import delete_person, what_deleting_removes
 from app.accounts.models import User
 from app.accounts.service import AccountError, create_user
 from app.agents import guidelines as rules
@@ -87,6 +88,46 @@ def users():
             return redirect(url_for("admin.users"))
     status = 400 if form.errors else 200
     return render_template("admin/users.html", users=_users(), form=form), status
+
+
+# -- deleting someone --------------------------------------------------------------------------
+
+
+class DeletePersonForm(Form):
+    """Typing the email confirms which person goes (there is no undo)."""
+
+    email = StringField("Type their email to confirm", validators=[DataRequired(), Length(max=254)])
+
+
+def _delete_page(person: User, form: DeletePersonForm, status: int = 200):
+    chats = what_deleting_removes(db_session(), person.id)
+    return render_template(
+        "admin/delete_person.html", person=person, form=form, chats=chats
+    ), status
+
+
+@bp.route("/users/<int:user_id>/delete", methods=["GET", "POST"])
+@admin_required
+def delete_user(user_id: int):
+    person = _person_or_404(user_id)
+    if person.id == current_user.id:
+        flash("You cannot delete your own account here.")
+        return redirect(url_for("admin.users"))
+    form = DeletePersonForm()
+    if request.method == "GET":
+        return _delete_page(person, DeletePersonForm(formdata=None))
+    if not form.validate():
+        return _delete_page(person, form, 400)
+    if User.normalize_email(form.email.data) != person.email:
+        form.email.errors.append("That is not their email: nothing was deleted.")
+        return _delete_page(person, form, 400)
+    session = db_session()
+    deleted = delete_person(session, person)
+    session.commit()
+    for run_id in deleted.active_run_ids:  # their runs stop at their next event
+        current_app.extensions["services"].cancellations.add(run_id)
+    flash(f"Deleted {deleted.email} and {deleted.conversations} chats.")
+    return redirect(url_for("admin.users"))
 
 
 # -- someone's memory ------------------------------------------------------------------------

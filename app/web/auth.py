@@ -4,19 +4,43 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
-from flask_login import login_required, login_user, logout_user
+from flask import Blueprint, current_app, flash, g, redirect, render_template, request, url_for
+from flask_login import current_user, login_required
 from sqlalchemy import select
 
-from app.accounts.models import User, dummy_password_check
+from app.accounts.models import User, dummy_password_check, end_sessions, spend_a_password_hash
 from app.accounts.service import AccountError, create_user
 from app.extensions import limiter
 from app.web.forms import ConfirmForm, LoginForm, SignupForm
-from app.web.identity import db_session
+from app.web.identity import client_address, db_session
+from app.web.session import end_this_session, start_session
 
 bp = Blueprint("auth", __name__)
 
 LOGIN_FAILED = "That email and password do not match an account."
+SIGNED_UP = (
+    "If that email was new, its account is ready: log in with the password you chose. "
+    "If it already had an account, log in with that account's password."
+)
+
+
+def _settings():
+    return current_app.config["LOOPDESK"]
+
+
+def _login_account_key() -> str:
+    """Failed logins count against the account they name, wherever they come from."""
+    return "login-account:" + User.normalize_email(request.form.get("email", ""))[:254]
+
+
+def _address_key() -> str:
+    return f"address:{client_address()}"
+
+
+def _login_failed(_response) -> bool:
+    """Only a checked, wrong password counts against the account (not a form missing
+    its CSRF token, which anyone could send in the account's name for free)."""
+    return bool(g.get("wrong_password"))
 
 
 def _safe_next(target: str | None) -> str:
@@ -29,8 +53,22 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+# Never one global counter: per client address (the real one behind TRUSTED_PROXIES),
+# and failures per account. One address guessing cannot lock another address out.
 @bp.route("/login", methods=["GET", "POST"])
-@limiter.limit("20 per minute", methods=["POST"])
+@limiter.limit(
+    lambda: _settings().rate_limit_login_address,
+    key_func=_address_key,
+    methods=["POST"],
+    scope="login-address",
+)
+@limiter.limit(
+    lambda: _settings().rate_limit_login_account,
+    key_func=_login_account_key,
+    methods=["POST"],
+    scope="login-account",
+    deduct_when=_login_failed,
+)
 def login():
     form = LoginForm()
     if form.validate_on_submit():
@@ -39,8 +77,11 @@ def login():
         if user is None:
             dummy_password_check(form.password.data)
         elif user.check_password(form.password.data):
-            login_user(user)
+            start_session(user)
+            if user.must_onboard:
+                flash("Welcome to Loopdesk.")  # the first login after signing up
             return redirect(_safe_next(request.args.get("next")))
+        g.wrong_password = True
         form.password.errors.append(LOGIN_FAILED)
         return render_template("auth/login.html", form=form), 400
     status = 400 if request.method == "POST" else 200
@@ -48,32 +89,40 @@ def login():
 
 
 @bp.route("/signup", methods=["GET", "POST"])
+@limiter.limit(
+    lambda: _settings().rate_limit_signup, key_func=_address_key, methods=["POST"], scope="signup"
+)
 def signup():
-    if not current_app.config["LOOPDESK"].open_signup:
+    """A taken email answers exactly like a new one (same redirect, same message, a
+    password hash either way): sign-up does not tell who has an account."""
+    if not _settings().open_signup:
         return render_template("auth/signup_closed.html"), 403
     form = SignupForm()
-    if form.validate_on_submit():
-        session = db_session()
-        try:
-            user = create_user(session, form.email.data, form.password.data)
-        except AccountError:
-            session.rollback()
-            # Vague on purpose: do not confirm whether the email has an account.
-            form.email.errors.append("Could not create that account. Try logging in instead.")
-            return render_template("auth/signup.html", form=form), 400
+    if not form.validate_on_submit():
+        status = 400 if request.method == "POST" else 200
+        return render_template("auth/signup.html", form=form), status
+    session = db_session()
+    try:
+        user = create_user(session, form.email.data, form.password.data)
+    except AccountError:
+        session.rollback()
+        spend_a_password_hash(form.password.data)  # what creating the account costs
+    else:
         user.needs_onboarding = True  # only self-made accounts get the welcome step
         session.commit()
-        login_user(user)
-        flash("Welcome to Loopdesk.")
-        return redirect(url_for("chat.index"))
-    status = 400 if request.method == "POST" else 200
-    return render_template("auth/signup.html", form=form), status
+    flash(SIGNED_UP)
+    return redirect(url_for("auth.login"))
 
 
 @bp.route("/logout", methods=["GET", "POST"])
 @login_required
 def logout():
+    """Ends every session of the account: the cookie is signed, not stored, so a copy of
+    it would otherwise keep working (docs/security.md)."""
     if request.method == "GET":
         return render_template("auth/logout.html", form=ConfirmForm())
-    logout_user()
+    session = db_session()
+    end_sessions(session.get(User, current_user.id))
+    session.commit()
+    end_this_session()
     return redirect(url_for("auth.login"))

@@ -8,7 +8,18 @@ from flask import current_app, g
 from flask_wtf import FlaskForm
 from werkzeug.utils import cached_property
 from wtforms import BooleanField, PasswordField, SelectField, StringField, TextAreaField
-from wtforms.validators import DataRequired, Email, EqualTo, Length, Optional, ValidationError
+from wtforms.validators import (
+    AnyOf,
+    DataRequired,
+    Email,
+    EqualTo,
+    Length,
+    Optional,
+    ValidationError,
+)
+
+from app.accounts.models import SCOPES
+from app.accounts.passwords import password_problem
 
 HEX_COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
 
@@ -25,6 +36,21 @@ class Form(FlaskForm):
             return current_app.config.get("WTF_CSRF_ENABLED", True)
 
 
+class NewPassword:
+    """A new password: long enough and not a common one (app.accounts.passwords). The email
+    comes from the form's `email` field, or from the person logged in."""
+
+    def __call__(self, form, field):
+        from flask_login import current_user
+
+        email = form.email.data if hasattr(form, "email") else ""
+        if not email and current_user and current_user.is_authenticated:
+            email = current_user.email
+        problem = password_problem(field.data or "", email or "")
+        if problem:
+            raise ValidationError(problem)
+
+
 class LoginForm(Form):
     email = StringField("Email", validators=[DataRequired(), Length(max=254)])
     password = PasswordField("Password", validators=[DataRequired(), Length(max=200)])
@@ -32,10 +58,7 @@ class LoginForm(Form):
 
 class SignupForm(Form):
     email = StringField("Email", validators=[DataRequired(), Email(), Length(max=254)])
-    password = PasswordField(
-        "Password",
-        validators=[DataRequired(), Length(min=8, max=200, message="Use 8 to 200 characters.")],
-    )
+    password = PasswordField("Password", validators=[DataRequired(), NewPassword()])
     confirm = PasswordField(
         "Repeat password", validators=[DataRequired(), EqualTo("password", "Passwords differ.")]
     )
@@ -43,10 +66,7 @@ class SignupForm(Form):
 
 class UserCreateForm(Form):
     email = StringField("Email", validators=[DataRequired(), Email(), Length(max=254)])
-    password = PasswordField(
-        "Password",
-        validators=[DataRequired(), Length(min=8, max=200, message="Use 8 to 200 characters.")],
-    )
+    password = PasswordField("Password", validators=[DataRequired(), NewPassword()])
     is_admin = BooleanField("Administrator")
 
 
@@ -106,8 +126,44 @@ class PersonaForm(Form):
         persona.goals = self.goals.data or ""
 
 
+# Days a new token lasts ("" never expires).
+TOKEN_LIFETIMES = [
+    ("", "Never"),
+    ("7", "7 days"),
+    ("30", "30 days"),
+    ("90", "90 days"),
+    ("365", "A year"),
+]
+
+
 class TokenForm(Form):
     name = StringField("Token name", validators=[DataRequired(), Length(max=80)])
+    # Only these boxes count; "admin" is refused for someone who is not an admin.
+    scope_read = BooleanField("read", default=True)
+    scope_chat = BooleanField("chat", default=True)
+    scope_admin = BooleanField("admin")
+    expires = StringField(
+        "Expires",
+        default="",
+        validators=[AnyOf([value for value, _ in TOKEN_LIFETIMES], "Choose how long it lasts.")],
+    )
+    lifetimes = TOKEN_LIFETIMES
+
+    def scopes(self) -> tuple[str, ...]:
+        return tuple(s for s in SCOPES if getattr(self, f"scope_{s}").data)
+
+    def validate_scope_admin(self, field):
+        from flask_login import current_user
+
+        if field.data and not current_user.is_admin:
+            raise ValidationError("Only an admin can make a token with the admin scope.")
+
+    def validate(self, extra_validators=None) -> bool:
+        valid = super().validate(extra_validators)
+        if valid and not self.scopes():
+            self.scope_read.errors.append("Choose at least one scope.")
+            return False
+        return valid
 
 
 class ConfirmForm(Form):
@@ -160,10 +216,7 @@ class PasswordChangeForm(Form):
     current_password = PasswordField(
         "Current password", validators=[DataRequired(), Length(max=200)]
     )
-    new_password = PasswordField(
-        "New password",
-        validators=[DataRequired(), Length(min=8, max=200, message="Use 8 to 200 characters.")],
-    )
+    new_password = PasswordField("New password", validators=[DataRequired(), NewPassword()])
     confirm = PasswordField(
         "Repeat the new password",
         validators=[DataRequired(), EqualTo("new_password", "Passwords differ.")],

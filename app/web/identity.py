@@ -5,12 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from flask import current_app, g, request
+from flask import session as flask_session
 from flask_login import current_user
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import ApiToken, User, hash_token
 from app.db import Database, read_transaction, utcnow
+from app.web.session import session_is_current
 
 
 def database() -> Database:
@@ -52,6 +54,7 @@ def user_from_bearer(raw: str) -> User | None:
     if found is None or not found.ApiToken.active:
         return None
     token = found.ApiToken
+    g.token_scopes = token.scope_set
     now = utcnow()
     # "Last used" is shown to the nearest minute: a script's every request need not write.
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
@@ -79,7 +82,13 @@ def load_user(user_id: str) -> User | None:
     except ValueError:
         return None
     with read_transaction(db_session()) as session:
-        return session.get(User, user_id)
+        user = session.get(User, user_id)
+    if user is None or not session_is_current(user):
+        # Ended (logout, new password, "log out everywhere", deletion) or too old: the
+        # browser's cookie is cleared and the request is anonymous.
+        flask_session.clear()
+        return None
+    return user
 
 
 def wants_json() -> bool:
@@ -92,7 +101,13 @@ def wants_json() -> bool:
     )
 
 
+def client_address() -> str:
+    """The client's address: the connection's, or with TRUSTED_PROXIES the one the
+    trusted proxies name (werkzeug's ProxyFix rewrites remote_addr)."""
+    return request.remote_addr or "unknown"
+
+
 def rate_limit_key() -> str:
     if current_user and current_user.is_authenticated:
         return f"user:{current_user.id}"
-    return f"ip:{request.remote_addr}"
+    return f"ip:{client_address()}"

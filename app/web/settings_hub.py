@@ -8,12 +8,23 @@ memory sections are partials shared with the admin's view of someone's memory
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
-from flask import Blueprint, current_app, make_response, redirect, render_template, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    g,
+    make_response,
+    redirect,
+    render_template,
+    url_for,
+)
 from flask_login import current_user, login_required
 from sqlalchemy import select
 
-from app.accounts.models import ApiToken, User
+from app.accounts.models import ApiToken, User, end_sessions
 from app.chat.provenance import untrusted_facts
 from app.db import utcnow
 from app.extensions import limiter
@@ -41,6 +52,7 @@ from app.web.forms import (
     TokenForm,
 )
 from app.web.identity import db_session
+from app.web.session import end_this_session, keep_this_session
 
 bp = Blueprint("settings", __name__, url_prefix="/settings")
 
@@ -352,7 +364,9 @@ def change_password():
             form.current_password.errors.append("That is not your current password.")
         else:
             user.set_password(form.new_password.data)
+            end_sessions(user)  # a copy of any cookie from before stops working...
             session.commit()
+            keep_this_session(user)  # ...but this browser stays logged in
             if not is_htmx():
                 return redirect(url_for("settings.hub") + "#account")
             return render_template(
@@ -367,19 +381,45 @@ def change_password():
     ), 400
 
 
+@bp.post("/sessions/end")
+@login_required
+def end_sessions_everywhere():
+    """Log out everywhere: every session of the account ends, this one included."""
+    if not ConfirmForm().validate():
+        abort(400)
+    session = db_session()
+    end_sessions(session.get(User, current_user.id))
+    session.commit()
+    end_this_session()
+    flash("You are logged out everywhere.")
+    return redirect(url_for("auth.login"))
+
+
 # -- tokens ---------------------------------------------------------------------------------
+
+
+def _session_only() -> None:
+    """A token never mints (or revokes) tokens: app.web.scopes refuses it first; this
+    says so again where it matters most."""
+    if g.get("authenticated_by_bearer"):
+        abort(403)
 
 
 @bp.post("/tokens")
 @login_required
 def create_token():
+    _session_only()
     form = TokenForm()
     if not form.validate():
         return render_template(
             "settings/_tokens.html", tokens=_tokens(), form=form, confirm=ConfirmForm()
         ), 400
     session = db_session()
-    token, raw = ApiToken.issue(session.merge(current_user), form.name.data.strip())
+    days = int(form.expires.data) if form.expires.data else None
+    expires_at = utcnow() + timedelta(days=days) if days else None
+    token, raw = ApiToken.issue(
+        session.merge(current_user), form.name.data.strip(), form.scopes(), expires_at
+    )
     session.add(token)
     session.commit()
     return render_template(
@@ -394,6 +434,7 @@ def create_token():
 @bp.post("/tokens/<int:token_id>/revoke")
 @login_required
 def revoke_token(token_id: int):
+    _session_only()
     token = owned_or_404(ApiToken, token_id)
     if token.revoked_at is None:
         token.revoked_at = utcnow()

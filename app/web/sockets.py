@@ -34,19 +34,33 @@ def check_socket_origin():
     origin = request.headers.get("Origin")
     if origin is None:
         return  # not a browser (scripts authenticate with a token)
-    if not same_origin(origin, request.host):
+    if not same_origin(origin, expected_origin()):
         abort(403)
 
 
-def same_origin(origin: str, host: str) -> bool:
-    """Origin names our host (and our port, whenever the Host header carries one)."""
-    parts = urlsplit(origin)
+def expected_origin() -> str:
+    """PUBLIC_URL when set; else the origin this request was made to (scheme and host as
+    the trusted proxies saw them, with TRUSTED_PROXIES)."""
+    public_url = current_app.config["LOOPDESK"].public_url
+    return public_url or f"{request.scheme}://{request.host}"
+
+
+def origin_triple(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, effective port) of an http(s) URL; None when it is not one."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return False
-    name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
-    if parts.hostname != name.lower().strip("[]"):
-        return False
-    return not port or str(parts.port or (443 if parts.scheme == "https" else 80)) == port
+        return None
+    return parts.scheme, parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80)
+
+
+def same_origin(origin: str, expected: str) -> bool:
+    """The whole origin: scheme, host and port (80/443 when absent) all match."""
+    theirs = origin_triple(origin)
+    return theirs is not None and theirs == origin_triple(expected)
 
 
 def _owned_conversation(conversation_id: int) -> bool:

@@ -81,12 +81,14 @@ def add_persona(app, user_id: int, name: str = "A persona", **values) -> int:
         return persona.id
 
 
-def add_token(app, user_id: int, name: str = "script") -> tuple[int, str]:
+def add_token(
+    app, user_id: int, name: str = "script", scopes=("read", "chat"), expires_at=None
+) -> tuple[int, str]:
     """A bearer token issued the way the app issues them; returns (id, raw value)."""
     from app.accounts.models import User
 
     with database(app).session() as session:
-        token, raw = ApiToken.issue(session.get(User, user_id), name)
+        token, raw = ApiToken.issue(session.get(User, user_id), name, tuple(scopes), expires_at)
         session.add(token)
         session.commit()
         return token.id, raw

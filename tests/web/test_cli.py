@@ -105,3 +105,29 @@ def test_seed_demo_leaves_a_database_with_people_alone(app, runner):
     assert count(app, User) == 1
     assert count(app, User, User.email == DEMO_EMAIL) == 0
     assert count(app, Offer) == 0
+
+
+def test_create_token_with_scopes_and_expiry(app, runner):
+    from datetime import timedelta
+
+    from sqlalchemy import select
+
+    from app.accounts.models import ApiToken
+    from app.db import utcnow
+    from tests.web.helpers import add_user, bearer, database
+
+    add_user(app, "ada@example.com")
+    result = runner.invoke(
+        args=["create-token", "ada@example.com", "--scope", "read", "--expires-days", "30"]
+    )
+    assert result.exit_code == 0, result.output
+    raw = result.output.strip()
+    with database(app).session() as session:
+        token = session.scalars(select(ApiToken)).one()
+    assert token.scopes == "read"
+    assert timedelta(days=29) < token.expires_at - utcnow() <= timedelta(days=30)
+    client = app.test_client()
+    assert client.get("/api/chats", headers=bearer(raw)).status_code == 200
+    assert client.post("/api/chats", json={}, headers=bearer(raw)).status_code == 403
+    refused = runner.invoke(args=["create-token", "ada@example.com", "--scope", "admin"])
+    assert refused.exit_code != 0 and "not an admin" in refused.output

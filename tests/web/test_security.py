@@ -80,7 +80,7 @@ def test_secrets_never_reach_the_model_or_the_logs(make_app, fake_model, auth, c
     auth.login(password="hunter2-correct-horse")
     raw_token = auth.client.post(
         "/settings/tokens",
-        data={"name": "ci", "csrf_token": auth.csrf},
+        data={"name": "ci", "scope_read": "y", "scope_chat": "y", "csrf_token": auth.csrf},
         headers={"HX-Request": "true"},
     ).get_data(as_text=True)
     token = re.search(r"ld_[\w-]+", raw_token).group(0)

@@ -27,8 +27,9 @@ from tests.web.helpers import (
 HTMX = {"HX-Request": "true"}
 
 
-def create_token(client, auth, name="deploy script"):
-    return client.post("/settings/tokens", data={"name": name}, headers={**HTMX, **auth.headers()})
+def create_token(client, auth, name="deploy script", scopes=("read", "chat"), expires=""):
+    data = {"name": name, "expires": expires, **{f"scope_{s}": "y" for s in scopes}}
+    return client.post("/settings/tokens", data=data, headers={**HTMX, **auth.headers()})
 
 
 def raw_token_from(response) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -23,6 +24,9 @@ def app(make_app, fake_model):
 @pytest.fixture
 def server(app):
     live = LiveServer(app).start()
+    # simple_websocket's client sends a Host header without the port, which a browser
+    # never does: the app is told where it lives, as a deployment's PUBLIC_URL would.
+    app.config["LOOPDESK"] = dataclasses.replace(app.config["LOOPDESK"], public_url=live.url)
     yield live
     live.stop()
 
