@@ -39,6 +39,9 @@ class User(Base):
     starters: Mapped[list[Any]] = mapped_column(default=list, server_default=text("'[]'"))
     # Credits a month; None is unlimited (the default). Set by an admin.
     monthly_credits: Mapped[int | None]
+    # Colour theme: "system" follows the browser's light/dark preference; "light" or
+    # "dark" is the person's own choice (the toggle in the top bar, or Settings).
+    theme: Mapped[str] = mapped_column(String(10), default="system", server_default="system")
 
     tokens: Mapped[list[ApiToken]] = relationship(
         back_populates="user", cascade="all, delete-orphan"

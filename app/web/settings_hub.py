@@ -8,8 +8,17 @@ memory sections are partials shared with the admin's view of someone's memory
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
-from flask import Blueprint, current_app, make_response, redirect, render_template, url_for
+from flask import (
+    Blueprint,
+    current_app,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from flask_login import current_user, login_required
 from sqlalchemy import select
 
@@ -30,6 +39,7 @@ from app.memory.store import (
     reconcile,
 )
 from app.web.access import is_htmx, owned_or_404
+from app.web.errors import ApiError
 from app.web.forms import (
     ConfirmForm,
     FactEditForm,
@@ -362,6 +372,36 @@ def change_password():
     return render_template(
         "settings/_account.html", password_form=form, password_changed=False
     ), 400
+
+
+THEMES = ("system", "light", "dark")
+
+
+@bp.post("/theme")
+@login_required
+def set_theme():
+    """The colour theme, kept on the account: `theme` is system (follow the browser),
+    light or dark. The top bar's toggle posts here with fetch (204); the form in Settings
+    posts and comes back."""
+    theme = request.form.get("theme", "")
+    if theme not in THEMES:
+        raise ApiError(400, "Choose a theme: system, light or dark.")
+    session = db_session()
+    session.get(User, current_user.id).theme = theme
+    session.commit()
+    if request.headers.get("X-Requested-With") == "fetch" or is_htmx():
+        return "", 204
+    return redirect(_back_to(request.referrer) or url_for("settings.hub"), 303)
+
+
+def _back_to(referrer: str | None) -> str | None:
+    """The page the form was on, if it is one of ours (a path on this host)."""
+    if not referrer:
+        return None
+    parts = urlsplit(referrer)
+    if parts.netloc != request.host or not parts.path.startswith("/"):
+        return None
+    return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
 # -- tokens ---------------------------------------------------------------------------------
