@@ -81,7 +81,10 @@ def test_keyboard_only_log_in_chat_answer_a_card_stop_and_send_again(
     fake_model.script(Turn(text("You're welcome."), token_delay=0.02))
     page.keyboard.type("Thanks")
     page.keyboard.press("Enter")
-    page.wait_for_selector(".row-host:has-text(\"You're welcome.\")")
+    page.wait_for_selector('.row-host:has-text("You\'re welcome.")')
+    page.wait_for_selector(
+        '#row-announcer:has-text("Loopdesk: You\'re welcome.")', state="attached"
+    )
     page.wait_for_selector("#composer:not(.busy)")
     assert page.evaluate("document.activeElement.id") == "composer-input"
     assert page.input_value("#composer-input") == ""
@@ -178,7 +181,8 @@ def test_files_attached_one_removed_and_the_rest_shown_on_the_sent_row(
 
     # A file that cannot be attached says so plainly.
     page.set_input_files(
-        "#attach-input", [{"name": "tool.exe", "mimeType": "application/x-msdownload", "buffer": b"MZ"}]
+        "#attach-input",
+        [{"name": "tool.exe", "mimeType": "application/x-msdownload", "buffer": b"MZ"}],
     )
     page.wait_for_selector("#banner.banner-shown")
     banner = page.inner_text("#banner")

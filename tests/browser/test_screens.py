@@ -142,6 +142,22 @@ def _overflow(page, width: int) -> list[str]:
     )
 
 
+def _ring_contrast(page, focused: str, behind: str) -> float:
+    return page.evaluate(
+        """([focused, behind]) => {
+          const rgb = (c) => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+          const lum = ([r, g, b]) => [r, g, b]
+            .map((v) => v / 255)
+            .map((v) => (v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4))
+            .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+          const ring = lum(rgb(getComputedStyle(document.querySelector(focused)).outlineColor));
+          const ground = lum(rgb(getComputedStyle(document.querySelector(behind)).backgroundColor));
+          return (Math.max(ring, ground) + 0.05) / (Math.min(ring, ground) + 0.05);
+        }""",
+        [focused, behind],
+    )
+
+
 @pytest.mark.parametrize("theme", ["light", "dark"])
 @pytest.mark.parametrize("screen", ["phone", "desktop"])
 def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
@@ -170,6 +186,11 @@ def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
     page.goto(f"{server.url}/chats/{chat_with_card}")
     page.wait_for_selector("body[data-socket=open]", state="attached")
     page.wait_for_selector(".card-q[data-enhanced=true]", state="attached")
+    # The focus ring stands out from what it sits on: 3:1 or better (WCAG 2.2).
+    page.focus("#composer-input")
+    assert _ring_contrast(page, "#composer-input", "#composer-area") >= 3
+    page.focus(".card-q button[type=submit]")
+    assert _ring_contrast(page, ".card-q button[type=submit]", ".card-q") >= 3
     if screen == "desktop" or theme == "light":
         name = "screen-phone" if screen == "phone" else f"screen-desktop-{theme}"
         shutil.copy(screenshot(page, name), DOCS / f"{name}.png")
