@@ -787,7 +787,7 @@ def test_sent_files_show_on_their_row_and_can_no_longer_be_removed(make_app, fak
     assert row["files"] == [{"id": attachment.id, "filename": "brief.txt", "size": 11}]
     page = auth.client.get(f"/chats/{chat_id}").get_data(as_text=True)
     assert "Remove brief.txt" not in page  # no chip: it went with the message
-    assert 'class="row-file" data-attachment="%d"' % attachment.id in page
+    assert f'class="row-file" data-attachment="{attachment.id}"' in page
     refused = auth.client.post(
         f"/chats/{chat_id}/attachments/{attachment.id}/delete",
         data={"csrf_token": auth.csrf},
