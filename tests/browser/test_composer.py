@@ -43,6 +43,8 @@ def test_keyboard_only_log_in_chat_answer_a_card_stop_and_send_again(
         session.add(Offer(user_id=person[2], name="Calm Mornings Coaching", description="x"))
         session.commit()
     page.context.add_init_script(FOCUS_WATCH)
+    console_errors = []  # CSP violations included: nothing a swap does may set a style
+    page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
     page.goto(f"{live_server.url}/login")
     page.keyboard.type(person[0])  # the email field has focus
     page.keyboard.press("Tab")
@@ -89,6 +91,7 @@ def test_keyboard_only_log_in_chat_answer_a_card_stop_and_send_again(
     assert page.evaluate("document.activeElement.id") == "composer-input"
     assert page.input_value("#composer-input") == ""
     _focus_never_fell_to_body(page)
+    assert console_errors == []
 
 
 def test_a_draft_is_kept_across_a_reload_and_another_tabs_send(
