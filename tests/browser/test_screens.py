@@ -22,7 +22,8 @@ AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 DOCS = ROOT / "docs"
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
 DESKTOP = {"viewport": {"width": 1280, "height": 800}}
-SCREENS = {"phone": PHONE, "desktop": DESKTOP}
+SMALL_PHONE = {**PHONE, "viewport": {"width": 360, "height": 740}}
+SCREENS = {"phone": PHONE, "desktop": DESKTOP, "small-phone": SMALL_PHONE}
 
 
 @pytest.fixture(scope="module")
@@ -158,8 +159,16 @@ def _ring_contrast(page, focused: str, behind: str) -> float:
     )
 
 
-@pytest.mark.parametrize("theme", ["light", "dark"])
-@pytest.mark.parametrize("screen", ["phone", "desktop"])
+@pytest.mark.parametrize(
+    ("screen", "theme"),
+    [
+        ("phone", "light"),
+        ("phone", "dark"),
+        ("desktop", "light"),
+        ("desktop", "dark"),
+        ("small-phone", "light"),  # the narrowest width supported
+    ],
+)
 def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
     site, chat_with_card, browser, screen, theme
 ):
@@ -191,7 +200,7 @@ def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
     assert _ring_contrast(page, "#composer-input", "#composer-area") >= 3
     page.focus(".card-q button[type=submit]")
     assert _ring_contrast(page, ".card-q button[type=submit]", ".card-q") >= 3
-    if screen == "desktop" or theme == "light":
+    if screen == "desktop" or (screen, theme) == ("phone", "light"):
         name = "screen-phone" if screen == "phone" else f"screen-desktop-{theme}"
         shutil.copy(screenshot(page, name), DOCS / f"{name}.png")
     context.close()
