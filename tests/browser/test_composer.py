@@ -135,7 +135,7 @@ def test_a_send_while_the_socket_is_down_says_not_sent_and_keeps_the_draft(
     log_in(page, live_server)
     new_chat(page, live_server)
     # The deploy-style close (1012): htmx reconnects, here after a known wait.
-    page.evaluate("htmx.config.wsReconnectDelay = () => 1500")
+    page.evaluate("htmx.config.wsReconnectDelay = () => 3000")
     sockets[-1].close(code=1012, reason="restarting")
     page.wait_for_selector("body[data-socket=closed]", state="attached")
 
