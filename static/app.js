@@ -8,9 +8,7 @@ const Loopdesk = (() => {
     for (const row of Array.from(container.children)) {
       if (!row.id) continue;
       const earlier = seen.get(row.id);
-      if (earlier) {
-        earlier.replaceWith(row);
-      }
+      if (earlier) replaceKeepingFocus(earlier, row);
       seen.set(row.id, row);
     }
     const rows = Array.from(container.children).filter((el) => el.dataset.sequence);
@@ -22,6 +20,21 @@ const Loopdesk = (() => {
     }
     const empty = document.getElementById("rows-empty");
     if (empty && rows.length) empty.remove();
+  }
+
+  // A row pushed again (its run's steps added, a catch-up after a reconnect) must not take
+  // the person's place: what they chose or typed in it, and the focus, carry over.
+  function replaceKeepingFocus(earlier, row) {
+    const active = document.activeElement;
+    const focusId = active && active.id && earlier.contains(active) ? active.id : null;
+    for (const input of earlier.querySelectorAll("input[id], textarea[id]")) {
+      const twin = row.querySelector(`#${CSS.escape(input.id)}`);
+      if (!twin || twin.type !== input.type) continue;
+      if (input.type === "radio" || input.type === "checkbox") twin.checked = input.checked;
+      else if (input.type !== "hidden" && input.type !== "file") twin.value = input.value;
+    }
+    earlier.replaceWith(row);
+    if (focusId) document.getElementById(focusId)?.focus();
   }
 
   function lastSequence(container) {

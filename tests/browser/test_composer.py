@@ -10,14 +10,18 @@ from app.workspace.models import Offer
 from tests.browser.conftest import log_in, new_chat, wait_until
 from tests.fake_model import Turn, text, tool_use
 
-# Records every time focus comes to rest on <body>: still there 100 ms after it moved (a
-# swap may drop it for the few milliseconds before card.js or the composer puts it back).
+# Records every time focus comes to rest on <body>: it left an element, nothing took it
+# within 100 ms (a swap may drop it for the few milliseconds before card.js or the
+# composer puts it back).
 FOCUS_WATCH = """
 window.__bodyFocus = [];
+let __moves = 0;
+document.addEventListener("focusin", () => { __moves += 1; }, true);
 document.addEventListener("focusout", (event) => {
   const from = event.target.id || event.target.className || event.target.tagName;
+  const seen = __moves;
   setTimeout(() => {
-    if (document.activeElement === document.body) window.__bodyFocus.push(String(from));
+    if (__moves === seen && document.activeElement === document.body) window.__bodyFocus.push(String(from));
   }, 100);
 }, true);
 """
