@@ -67,7 +67,9 @@ const Composer = (() => {
     input.after(...nodes.slice(at + 1));
     if (window.htmx) window.htmx.process(current);
     if (hadFocus && !current.contains(document.activeElement)) input.focus();
-    save();
+    // What this tab holds is written again (another tab's send may have forgotten the
+    // shared key); an empty box here never erases a draft another tab kept.
+    if (input.value) save();
     return true;
   }
 
