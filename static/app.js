@@ -8,9 +8,7 @@ const Loopdesk = (() => {
     for (const row of Array.from(container.children)) {
       if (!row.id) continue;
       const earlier = seen.get(row.id);
-      if (earlier) {
-        earlier.replaceWith(row);
-      }
+      if (earlier) replaceKeepingFocus(earlier, row);
       seen.set(row.id, row);
     }
     const rows = Array.from(container.children).filter((el) => el.dataset.sequence);
@@ -22,6 +20,21 @@ const Loopdesk = (() => {
     }
     const empty = document.getElementById("rows-empty");
     if (empty && rows.length) empty.remove();
+  }
+
+  // A row pushed again (its run's steps added, a catch-up after a reconnect) must not take
+  // the person's place: what they chose or typed in it, and the focus, carry over.
+  function replaceKeepingFocus(earlier, row) {
+    const active = document.activeElement;
+    const focusId = active && active.id && earlier.contains(active) ? active.id : null;
+    for (const input of earlier.querySelectorAll("input[id], textarea[id]")) {
+      const twin = row.querySelector(`#${CSS.escape(input.id)}`);
+      if (!twin || twin.type !== input.type) continue;
+      if (input.type === "radio" || input.type === "checkbox") twin.checked = input.checked;
+      else if (input.type !== "hidden" && input.type !== "file") twin.value = input.value;
+    }
+    earlier.replaceWith(row);
+    if (focusId) document.getElementById(focusId)?.focus();
   }
 
   function lastSequence(container) {
@@ -76,31 +89,6 @@ const Loopdesk = (() => {
     });
   }
 
-  function wireComposer() {
-    document.addEventListener("keydown", (event) => {
-      const input = event.target;
-      if (input.id !== "composer-input" || event.key !== "Enter" || event.shiftKey || event.isComposing) return;
-      event.preventDefault();
-      if (input.value.trim()) input.form.requestSubmit();
-    });
-    document.body.addEventListener("htmx:afterSwap", (event) => {
-      if (event.detail.target.id === "composer") {
-        const input = document.getElementById("composer-input");
-        if (input && !input.disabled) input.focus();
-      }
-    });
-  }
-
-  function wireBanner() {
-    document.addEventListener("click", (event) => {
-      if (event.target.closest(".banner-close")) {
-        const banner = document.getElementById("banner");
-        banner.classList.remove("banner-shown");
-        banner.replaceChildren();
-      }
-    });
-  }
-
   // The working indicator ("Thinking…"): its seconds count on from what the server
   // rendered (data-elapsed), by this page's own clock.
   function wireElapsed() {
@@ -130,8 +118,10 @@ const Loopdesk = (() => {
 
   function start() {
     watchChat();
-    wireComposer();
-    wireBanner();
+    Toasts.wire();
+    Theme.wire();
+    Menus.wire();
+    Announcer.wire();
     wireElapsed();
     wireTabTitle();
     LiveText.wire();
@@ -345,6 +335,201 @@ const Copy = (() => {
         confirm(button, "Copy failed");
       }
     });
+  }
+
+  return { wire };
+})();
+
+// Toasts: the banner (#banner, role=alert) says what went wrong, #toast (role=status) what
+// came back. Both float over the page, so they never push the composer; a person's next
+// request that succeeds clears an old banner (background polls do not).
+const Toasts = (() => {
+  let infoTimer = null;
+
+  function error(message) {
+    const banner = document.getElementById("banner");
+    if (!banner) return;
+    const text = document.createElement("span");
+    text.textContent = message;
+    const close = document.createElement("button");
+    close.type = "button";
+    close.className = "link banner-close";
+    close.setAttribute("aria-label", "Dismiss");
+    close.textContent = "×";
+    banner.replaceChildren(text, close);
+    banner.setAttribute("role", "alert");
+    banner.classList.add("banner-shown");
+  }
+
+  function clear() {
+    const banner = document.getElementById("banner");
+    if (!banner || !banner.classList.contains("banner-shown")) return;
+    banner.classList.remove("banner-shown");
+    banner.replaceChildren();
+  }
+
+  // Clear the banner only if it still says `message` (a newer error stays).
+  function clearError(message) {
+    const banner = document.getElementById("banner");
+    if (banner && banner.textContent.includes(message)) clear();
+  }
+
+  function info(message) {
+    const toast = document.getElementById("toast");
+    if (!toast) return;
+    toast.textContent = message;
+    clearTimeout(infoTimer);
+    infoTimer = setTimeout(() => { toast.textContent = ""; }, 6000);
+  }
+
+  function wire() {
+    document.addEventListener("click", (event) => {
+      if (event.target.closest(".banner-close")) clear();
+    });
+    document.body.addEventListener("htmx:beforeSwap", (event) => {
+      const { xhr, elt } = event.detail;
+      if (!xhr || xhr.status >= 400 || event.detail.isError) return;
+      if (elt && elt.closest && elt.closest("[hx-trigger*=every], [hx-trigger*=load]")) return;
+      clear();
+    });
+  }
+
+  return { wire, error, info, clear, clearError };
+})();
+
+// The colour theme: the system's until the person flips the toggle; the choice is saved
+// on their account (POST /settings/theme) and the page changes at once.
+const Theme = (() => {
+  const dark = window.matchMedia("(prefers-color-scheme: dark)");
+  const shown = () => document.documentElement.dataset.theme || (dark.matches ? "dark" : "light");
+
+  function reflect(button) {
+    const isDark = shown() === "dark";
+    button.setAttribute("aria-pressed", String(isDark));
+    button.value = isDark ? "light" : "dark";
+  }
+
+  function wire() {
+    const button = document.getElementById("theme-toggle");
+    if (!button) return;
+    reflect(button);
+    dark.addEventListener("change", () => reflect(button));
+    button.form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const next = shown() === "dark" ? "light" : "dark";
+      document.documentElement.dataset.theme = next;
+      reflect(button);
+      const body = new FormData(button.form);
+      body.set("theme", next);
+      try {
+        const response = await fetch(button.form.action, {
+          method: "POST", body, credentials: "same-origin", headers: { "X-Requested-With": "fetch" },
+        });
+        if (!response.ok) throw new Error(String(response.status));
+      } catch {
+        Toasts.error("The theme could not be saved: it is back to what it was on your next visit.");
+      }
+    });
+  }
+
+  return { wire };
+})();
+
+// The top menu (a menu button on narrow screens) and the chat list's drawer on a phone.
+// Esc closes either and gives focus back to the button that opened it.
+const Menus = (() => {
+  function setMenu(open, focusButton) {
+    const button = document.getElementById("menu-button");
+    const nav = document.getElementById("topnav");
+    if (!button || !nav) return;
+    nav.classList.toggle("open", open);
+    button.setAttribute("aria-expanded", String(open));
+    if (open) nav.querySelector("a, button")?.focus();
+    else if (focusButton) button.focus();
+  }
+
+  function setDrawer(open, focusButton) {
+    const sidebar = document.getElementById("sidebar");
+    const opener = document.querySelector("[data-drawer-open]");
+    if (!sidebar) return;
+    document.body.classList.toggle("drawer-open", open);
+    opener?.setAttribute("aria-expanded", String(open));
+    if (open) {
+      (sidebar.querySelector("[aria-current=page]") || sidebar.querySelector("a, button"))?.focus();
+    } else if (focusButton) {
+      opener?.focus();
+    }
+  }
+
+  const menuOpen = () => document.getElementById("topnav")?.classList.contains("open");
+  const drawerOpen = () => document.body.classList.contains("drawer-open");
+
+  function wire() {
+    document.addEventListener("click", (event) => {
+      if (event.target.closest("#menu-button")) {
+        setMenu(!menuOpen(), false);
+      } else if (event.target.closest("[data-drawer-open]")) {
+        setDrawer(true, false);
+      } else if (event.target.closest("[data-drawer-close]")) {
+        setDrawer(false, true);
+      } else if (menuOpen() && !event.target.closest("#topnav")) {
+        setMenu(false, false);
+      }
+    });
+    document.addEventListener("keydown", (event) => {
+      if (event.key !== "Escape") return;
+      if (menuOpen()) {
+        event.preventDefault();
+        setMenu(false, true);
+      } else if (drawerOpen()) {
+        event.preventDefault();
+        setDrawer(false, true);
+      }
+    });
+    // Tabbing out of the open menu closes it.
+    document.addEventListener("focusin", (event) => {
+      if (menuOpen() && !event.target.closest("#topnav, #menu-button")) setMenu(false, false);
+    });
+  }
+
+  return { wire };
+})();
+
+// New answers are announced politely to a screen reader (once each, and not the rows a
+// branch switch re-renders): a host message, a question card, a saved output, an error.
+const Announcer = (() => {
+  const kinds = ".row-host, .row-card, .row-agent_output, .row-error";
+  let announced = 0;
+  let region = null;
+
+  function say(row) {
+    const title = row.querySelector(".card-title");
+    const body = row.querySelector(".row-body, .agent-output");
+    let text = title ? `Loopdesk asks: ${title.textContent.trim()}` : `Loopdesk: ${(body?.textContent || "").trim()}`;
+    if (text.length > 300) text = `${text.slice(0, 299)}…`;
+    region.textContent = text;
+  }
+
+  function wire() {
+    const rows = document.getElementById("rows");
+    if (!rows) return;
+    region = document.createElement("div");
+    region.id = "row-announcer";
+    region.className = "visually-hidden";
+    region.setAttribute("aria-live", "polite");
+    document.body.append(region);
+    for (const row of rows.querySelectorAll("[data-sequence]")) {
+      announced = Math.max(announced, Number(row.dataset.sequence));
+    }
+    new MutationObserver(() => {
+      for (const row of rows.querySelectorAll(kinds)) {
+        const sequence = Number(row.dataset.sequence);
+        if (sequence > announced) {
+          announced = sequence;
+          say(row);
+        }
+      }
+    }).observe(rows, { childList: true });
   }
 
   return { wire };

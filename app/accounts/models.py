@@ -49,6 +49,9 @@ class User(Base):
     # Every session cookie carries the generation it was issued under; bumping it (log
     # out, a new password, "log out everywhere", deletion) ends every copy of every cookie.
     session_generation: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    # Colour theme: "system" follows the browser's light/dark preference; "light" or
+    # "dark" is the person's own choice (the toggle in the top bar, or Settings).
+    theme: Mapped[str] = mapped_column(String(10), default="system", server_default="system")
 
     tokens: Mapped[list[ApiToken]] = relationship(
         back_populates="user", cascade="all, delete-orphan"

@@ -68,6 +68,8 @@ def row_dict(row: Message, siblings: list[int] | None = None) -> dict:
         data["summary"] = row.meta["summary"]
     if row.meta.get("stopped"):
         data["stopped"] = True  # Stop ended this answer (or, on a notice, before any text)
+    if row.meta.get("files"):
+        data["files"] = row.meta["files"]  # a person's message: the files it went with
     if "steps" in row.meta:
         data["steps"] = row.meta["steps"]  # the run's steps, kept on its first shown row
     return data

@@ -28,7 +28,7 @@ from app.config import Settings
 from app.services import Services
 from app.tools.context import ToolContext
 from app.tools.registry import ToolFailure
-from app.workspace.attachments import attachment_note
+from app.workspace.attachments import file_chips, note_for, pending_attachments
 
 # How long a person over the concurrent-run cap is asked to wait before trying again.
 TOO_MANY_RUNS_RETRY_SECONDS = 5
@@ -126,8 +126,8 @@ def submit_message(
     rows = _close_waiting(session, conversation.id, {"dismissed": True, "user_message": text})
     # The model is told about files attached since the person last wrote (the visible
     # row keeps just what they typed).
-    note = attachment_note(session, conversation.id, None)
-    rows.append(_user_row(session, conversation.id, text, note))
+    files = pending_attachments(session, conversation.id)
+    rows.append(_user_row(session, conversation.id, text, note_for(files), file_chips(files)))
     if conversation.title_source == TITLE_DEFAULT:
         # A placeholder until the fast model names the chat (app/chat/titles.py).
         conversation.title = _title_from(text)
@@ -155,15 +155,16 @@ def _close_waiting(session: Session, conversation_id: int, dismissal: dict) -> l
     return rows
 
 
-def _user_row(session: Session, conversation_id: int, text: str, note: str) -> Message:
+def _user_row(
+    session: Session, conversation_id: int, text: str, note: str, files: list[dict]
+) -> Message:
+    """`files`: the attachments the message went with, shown on its row."""
     model_text = f"{text}\n\n{note}" if note else text
+    meta: dict = {"blocks": [{"type": "text", "text": model_text}]}
+    if files:
+        meta["files"] = files
     return insert_message(
-        session,
-        conversation_id,
-        role="user",
-        kind="user",
-        content=text,
-        meta={"blocks": [{"type": "text", "text": model_text}]},
+        session, conversation_id, role="user", kind="user", content=text, meta=meta
     )
 
 
@@ -231,9 +232,13 @@ def submit_edit(
         card = card_row.meta.get("card", {})
         _tool_result_row(session, conversation.id, card, {"dismissed": True, "user_message": text})
     # Files the old version announced stay announced, and any attached since.
-    notes = [_note_of(original), attachment_note(session, conversation.id, None)]
+    pending = pending_attachments(session, conversation.id)
+    notes = [_note_of(original), note_for(pending)]
     note = "\n".join(dict.fromkeys(line for n in notes for line in n.splitlines() if line))
-    return _start(session, conversation, "edit", [_user_row(session, conversation.id, text, note)])
+    files = list(original.meta.get("files") or [])
+    files += [f for f in file_chips(pending) if f["id"] not in {o["id"] for o in files}]
+    row = _user_row(session, conversation.id, text, note, files)
+    return _start(session, conversation, "edit", [row])
 
 
 def _dismissed_by(row: Message | None, text: str) -> bool:

@@ -44,10 +44,11 @@ from app.web.identity import db_session
 from app.web.turns import delete_conversation, start_turn, stop_conversation, switch_branch
 from app.workspace.attachments import (
     AttachmentRefused,
-    attachments_for,
     human_size,
+    pending_attachments,
     store_upload,
 )
+from app.workspace.models import Attachment
 
 bp = Blueprint("chat", __name__)
 
@@ -295,10 +296,20 @@ def send_message(conversation_id: int):
         return redirect(url_for("chat.show", conversation_id=conversation.id))
     # The answer carries the new state too, so the page is right even before its socket is.
     db_session().refresh(conversation)
-    html = render_template(
-        "chat/_composer.html", conversation_id=conversation.id, busy=True
-    ) + render_template(
-        "chat/_conversation_item.html", item=conversation, conversation=conversation, swap_oob=True
+    html = (
+        render_template(
+            "chat/_composer.html", conversation_id=conversation.id, busy=True, swap_oob=True
+        )
+        + render_template(
+            "chat/_conversation_item.html",
+            item=conversation,
+            conversation=conversation,
+            swap_oob=True,
+        )
+        + render_template(
+            "chat/_attachments.html", conversation_id=conversation.id, swap_oob=True
+        )  # the files went with the message: no chips left
+        + render_template("chat/_banner.html", message=None, swap_oob=True)
     )
     if request.form.get("starter"):
         # Sent from a starter card: the cards go.
@@ -314,7 +325,11 @@ def _banner_response(
         return render_template("error.html", status=status, message=message), status, headers or {}
     # The composer keeps the draft; the banner says what went wrong.
     html = render_template(
-        "chat/_composer.html", conversation_id=conversation_id, busy=False, draft=draft
+        "chat/_composer.html",
+        conversation_id=conversation_id,
+        busy=False,
+        draft=draft,
+        swap_oob=True,
     ) + render_template("chat/_banner.html", message=message, swap_oob=True)
     return make_response(html, status, headers or {})
 
@@ -409,8 +424,9 @@ def stop(conversation_id: int):
 
 @bp.app_template_global()
 def conversation_attachments(conversation_id: int):
-    """The chips above the composer: the conversation's attachments (the caller's own)."""
-    return attachments_for(db_session(), current_user.id, conversation_id)
+    """The chips above the composer: the files the person's next message goes with."""
+    conversation = owned_or_404(Conversation, conversation_id)
+    return pending_attachments(db_session(), conversation.id)
 
 
 @bp.app_template_filter("duration")
@@ -432,29 +448,54 @@ def filesize(size: int) -> str:
 @bp.post("/chats/<int:conversation_id>/attachments")
 @login_required
 def upload_attachment(conversation_id: int):
-    """The composer's Attach form (multipart, field `file`): stores the file and answers
-    with the conversation's attachment chips (201); a refused file answers with the
-    banner."""
+    """The composer's Attach button, a drop or a paste (multipart, one or more `file`
+    fields): stores the files and answers with the chips of the files the next message
+    goes with (201). One refused file refuses them all (the banner says which)."""
     conversation = owned_or_404(Conversation, conversation_id)
     session = db_session()
     settings = current_app.config["LOOPDESK"]
+    uploads = [upload for upload in request.files.getlist("file") if upload.filename]
     try:
-        store_upload(
-            session,
-            current_user.id,
-            conversation.id,
-            request.files.get("file"),
-            max_bytes=settings.attachment_max_bytes,
-        )
+        for upload in uploads or [None]:
+            store_upload(
+                session,
+                current_user.id,
+                conversation.id,
+                upload,
+                max_bytes=settings.attachment_max_bytes,
+            )
     except AttachmentRefused as refused:
         session.rollback()
         return error_response(refused.status, "ATTACHMENT_REFUSED", refused.message)
     session.commit()
     if not is_htmx():
         return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
-    html = render_template(
+    return _chips(conversation.id), 201
+
+
+@bp.post("/chats/<int:conversation_id>/attachments/<int:attachment_id>/delete")
+@login_required
+def remove_attachment(conversation_id: int, attachment_id: int):
+    """A chip's remove button: a file not sent yet is deleted; one already sent with a
+    message stays (409)."""
+    conversation = owned_or_404(Conversation, conversation_id)
+    attachment = owned_or_404(Attachment, attachment_id)
+    session = db_session()
+    if attachment.conversation_id != conversation.id:
+        abort(404)
+    if attachment.id not in {a.id for a in pending_attachments(session, conversation.id)}:
+        raise ApiError(409, f"{attachment.filename} was already sent and stays with its message.")
+    session.delete(attachment)
+    session.commit()
+    if not is_htmx():
+        return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
+    return _chips(conversation.id)
+
+
+def _chips(conversation_id: int) -> str:
+    """The chips, and an empty banner: a success clears an old error."""
+    return render_template(
         "chat/_attachments.html",
-        conversation_id=conversation.id,
-        attachments=attachments_for(session, current_user.id, conversation.id),
-    ) + render_template("chat/_banner.html", message=None, swap_oob=True)  # clears an old one
-    return html, 201
+        conversation_id=conversation_id,
+        attachments=pending_attachments(db_session(), conversation_id),
+    ) + render_template("chat/_banner.html", message=None, swap_oob=True)

@@ -198,6 +198,8 @@ def render_plain(text: str | None) -> Markup:
 # model writes is escaped text), and the class can only be `language-` plus safe characters.
 _CODE_BLOCK_OPEN = re.compile(r'<pre><code(?: class="language-([A-Za-z0-9_+#.-]{1,40})")?>')
 _CODE_BLOCK_CLOSE = "</code></pre>"
+# A code block scrolls sideways when its lines are long: focusable, so a keyboard can.
+_FOCUSABLE_PRE = '<pre tabindex="0">'
 
 
 def _code_block_head(match: re.Match) -> str:
@@ -207,7 +209,7 @@ def _code_block_head(match: re.Match) -> str:
     return (
         '<div class="code-block"><div class="code-head">'
         f'{label}<button type="button" class="copy-button" data-copy="code" aria-label="{name}">'
-        f"Copy</button></div>{match[0]}"
+        f"Copy</button></div>{match[0].replace('<pre>', _FOCUSABLE_PRE, 1)}"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from flask import (
     Blueprint,
@@ -19,6 +20,7 @@ from flask import (
     make_response,
     redirect,
     render_template,
+    request,
     url_for,
 )
 from flask_login import current_user, login_required
@@ -42,6 +44,7 @@ from app.memory.store import (
     reconcile,
 )
 from app.web.access import is_htmx, owned_or_404
+from app.web.errors import ApiError
 from app.web.forms import (
     ConfirmForm,
     FactEditForm,
@@ -393,6 +396,36 @@ def end_sessions_everywhere():
     end_this_session()
     flash("You are logged out everywhere.")
     return redirect(url_for("auth.login"))
+
+
+THEMES = ("system", "light", "dark")
+
+
+@bp.post("/theme")
+@login_required
+def set_theme():
+    """The colour theme, kept on the account: `theme` is system (follow the browser),
+    light or dark. The top bar's toggle posts here with fetch (204); the form in Settings
+    posts and comes back."""
+    theme = request.form.get("theme", "")
+    if theme not in THEMES:
+        raise ApiError(400, "Choose a theme: system, light or dark.")
+    session = db_session()
+    session.get(User, current_user.id).theme = theme
+    session.commit()
+    if request.headers.get("X-Requested-With") == "fetch" or is_htmx():
+        return "", 204
+    return redirect(_back_to(request.referrer) or url_for("settings.hub"), 303)
+
+
+def _back_to(referrer: str | None) -> str | None:
+    """The page the form was on, if it is one of ours (a path on this host)."""
+    if not referrer:
+        return None
+    parts = urlsplit(referrer)
+    if parts.netloc != request.host or not parts.path.startswith("/"):
+        return None
+    return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
 # -- tokens ---------------------------------------------------------------------------------

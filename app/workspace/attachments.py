@@ -164,7 +164,7 @@ def store_upload(
     """`store_attachment` for a multipart upload (the `file` field); reads at most one byte
     more than allowed, so an oversized file is refused without being read whole."""
     if upload is None or not (upload.filename or "").strip():
-        raise AttachmentRefused(400, "Choose a file to attach (the multipart field 'file').")
+        raise AttachmentRefused(400, "Choose a file to attach.")
     data = upload.stream.read(max_bytes + 1)
     return store_attachment(
         session,
@@ -204,7 +204,7 @@ def resolve_type(filename: str, content_type: str | None) -> str:
     if declared not in ALLOWED_TYPES:
         shown = f" ({declared})" if declared and declared not in GENERIC_TYPES else ""
         raise AttachmentRefused(
-            400, f"{filename}{shown} cannot be attached: only {SUPPORTED} files are supported."
+            400, f"{filename}{shown} cannot be attached: only {SUPPORTED} can be attached."
         )
     return declared
 
@@ -354,37 +354,61 @@ def _latest_sequence(session: Session, conversation_id: int | None) -> int:
     return latest or 0
 
 
+def _last_typed_sequence(session: Session, conversation_id: int) -> int:
+    """The latest message the person typed (not the hidden tool-result rows, also role
+    "user", that runs and card answers write); 0 when there is none."""
+    return (
+        session.scalar(
+            select(Message.sequence)
+            .where(Message.conversation_id == conversation_id, Message.kind == "user")
+            .order_by(Message.sequence.desc())
+            .limit(1)
+        )
+        or 0
+    )
+
+
+def pending_attachments(
+    session: Session, conversation_id: int, since_sequence: int | None = None
+) -> list[AttachmentSummary]:
+    """The attachments added after the row `since_sequence` (None: the person's previous
+    message; 0: every attachment), oldest first: the files the person's next message
+    goes with, shown as chips above the composer until it is sent. Ordered by sequence:
+    an attachment belongs after the row that was latest when it was uploaded."""
+    if since_sequence is None:
+        since_sequence = _last_typed_sequence(session, conversation_id)
+    query = select(
+        Attachment.id,
+        Attachment.filename,
+        Attachment.content_type,
+        Attachment.size,
+        Attachment.created_at,
+    ).where(Attachment.conversation_id == conversation_id)
+    if since_sequence > 0:
+        query = query.where(Attachment.after_sequence >= since_sequence)
+    return [AttachmentSummary(*row) for row in session.execute(query.order_by(Attachment.id))]
+
+
 def attachment_note(
     session: Session, conversation_id: int, since_sequence: int | None = None
 ) -> str:
-    """Lines for the model-facing text of a new user message, naming the attachments added
-    to the conversation after the row `since_sequence` (the person's previous message);
-    None looks that row up (the latest message the person typed: not the hidden
-    tool-result rows, also role "user", that runs and card answers write), 0 means every
-    attachment. Call it before inserting the new message. Empty when there is nothing
-    new. Ordered by sequence: an attachment belongs after the row that was latest when it
-    was uploaded."""
-    if since_sequence is None:
-        since_sequence = (
-            session.scalar(
-                select(Message.sequence)
-                .where(Message.conversation_id == conversation_id, Message.kind == "user")
-                .order_by(Message.sequence.desc())
-                .limit(1)
-            )
-            or 0
-        )
-    query = select(Attachment.id, Attachment.filename).where(
-        Attachment.conversation_id == conversation_id
-    )
-    if since_sequence > 0:
-        query = query.where(Attachment.after_sequence >= since_sequence)
-    rows = session.execute(query.order_by(Attachment.id)).all()
+    """Lines for the model-facing text of a new user message, naming the attachments that
+    message goes with (`pending_attachments`). Call it before inserting the new message.
+    Empty when there is nothing new."""
+    return note_for(pending_attachments(session, conversation_id, since_sequence))
+
+
+def note_for(files: list[AttachmentSummary]) -> str:
     return "\n".join(
-        f"[Attached: {_note_name(row.filename)} (attachment id {row.id}); "
+        f"[Attached: {_note_name(file.filename)} (attachment id {file.id}); "
         "use read_attachment to read it]"
-        for row in rows
+        for file in files
     )
+
+
+def file_chips(files: list[AttachmentSummary]) -> list[dict]:
+    """What a sent message's row shows of the files it went with (kept in its meta)."""
+    return [{"id": f.id, "filename": f.filename, "size": f.size} for f in files]
 
 
 def _note_name(filename: str) -> str:

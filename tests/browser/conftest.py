@@ -39,6 +39,61 @@ def browser():
         browser.close()
 
 
+@pytest.fixture(scope="module")
+def module_site(tmp_path_factory):
+    """One app, live server and fake model for a whole module (app, server, model): for
+    tests that only read pages, so they need not pay for a server each. Its database is
+    a SQLite file, or a fresh PostgreSQL schema when DATABASE_URL names PostgreSQL."""
+    import uuid
+
+    from sqlalchemy import create_engine, make_url, text
+
+    from app import create_app
+    from app.models import Base
+    from tests.conftest import SERVICE_DATABASE_URL
+    from tests.fake_model import FakeModelServer
+
+    tmp = tmp_path_factory.mktemp("site")
+    schema = None
+    database_url = f"sqlite:///{tmp / 'site.db'}"
+    if SERVICE_DATABASE_URL.startswith("postgresql"):
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        admin = create_engine(SERVICE_DATABASE_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+        url = make_url(SERVICE_DATABASE_URL).update_query_dict(
+            {"options": f"-csearch_path={schema}"}
+        )
+        database_url = url.render_as_string(hide_password=False)
+    model = FakeModelServer()
+    model.start()
+    app = create_app(
+        {
+            "instance_path": tmp / "instance",
+            "database_url": database_url,
+            "secret_key": "test-secret",
+            "TESTING": True,
+            "RATELIMIT_KEY_PREFIX": f"test-{uuid.uuid4().hex}",
+            "model_provider": "anthropic",
+            "anthropic_base_url": model.base_url,
+            "anthropic_api_key": "test-key",
+            "redis_prefix": f"test-{uuid.uuid4().hex[:12]}:",
+            "chat_titles": False,
+        }
+    )
+    Base.metadata.create_all(app.extensions["database"].engine)
+    server = LiveServer(app).start()
+    yield app, server, model
+    server.stop()
+    app.extensions["executor"].shutdown()
+    app.extensions["services"].close()
+    model.stop()
+    if schema:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
 @pytest.fixture
 def live_app(make_app, fake_model):
     return make_app(anthropic_base_url=fake_model.base_url)

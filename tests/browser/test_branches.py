@@ -14,12 +14,12 @@ def _answered(page, live_server, fake_model, message, answer):
     chat_id = _new_chat(page, live_server)
     _send(page, message)
     page.wait_for_selector(f".row-host:has-text('{answer}')")
-    page.wait_for_selector("#composer-input:not([disabled])")
+    page.wait_for_selector("#composer:not(.busy)")
     return chat_id
 
 
 def _idle(page):
-    page.wait_for_selector("#composer-input:not([disabled])")
+    page.wait_for_selector("#composer:not(.busy)")
 
 
 def test_regenerate_then_switch_between_the_two_answers(

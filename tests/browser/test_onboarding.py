@@ -73,7 +73,7 @@ def test_onboarding_starters_and_instructions(live_server, page, fake_model):
     page.fill("#composer-input", "Say hello")
     page.keyboard.press("Enter")
     page.locator("#rows .row-host", has_text="Cheerio, noted.").wait_for()
-    wait_until(page, "document.querySelector('#composer-input:not([disabled])')")
+    wait_until(page, "document.querySelector('#composer:not(.busy)')")
     assert len(fake_model.requests) > requests_before
     assert "Always answer in British English." in fake_model.requests[-1]["system"]
     assert context_errors(page) == []

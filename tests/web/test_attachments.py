@@ -691,3 +691,116 @@ def test_an_attachment_uploaded_while_a_card_waits_is_announced_with_the_message
     driver.wait(driver.send(chat_id, "Use my brief instead"))
 
     assert "[Attached: brief.txt (attachment id" in _last_user_text(fake_model.requests[-1])
+
+
+# -- chips: several files at once, removed before sending, shown on the row sent --------------
+
+
+def test_several_files_in_one_upload_are_all_stored_and_one_refused_refuses_all(
+    app, client, auth, chat_id
+):
+    two = {
+        "file": [
+            (io.BytesIO(b"one"), "one.txt", "text/plain"),
+            (io.BytesIO(b"two"), "two.md", "text/markdown"),
+        ],
+        "csrf_token": auth.csrf,
+    }
+    response = client.post(
+        f"/chats/{chat_id}/attachments", data=two, content_type="multipart/form-data", headers=HTMX
+    )
+    assert response.status_code == 201
+    assert [a.filename for a in stored(app, chat_id)] == ["one.txt", "two.md"]
+    bad = {
+        "file": [
+            (io.BytesIO(b"three"), "three.txt", "text/plain"),
+            (io.BytesIO(b"MZ"), "tool.exe", "application/x-msdownload"),
+        ],
+        "csrf_token": auth.csrf,
+    }
+    response = client.post(
+        f"/chats/{chat_id}/attachments", data=bad, content_type="multipart/form-data", headers=HTMX
+    )
+    assert response.status_code == 400
+    assert "tool.exe" in banner_text(response)
+    assert [a.filename for a in stored(app, chat_id)] == ["one.txt", "two.md"]
+
+
+def test_refusals_are_in_plain_words(app, client, auth, chat_id):
+    missing = client.post(
+        f"/chats/{chat_id}/attachments",
+        data={"csrf_token": auth.csrf},
+        content_type="multipart/form-data",
+        headers=HTMX,
+    )
+    assert "Choose a file to attach." in banner_text(missing)
+    assert "multipart" not in banner_text(missing)
+    wrong = upload(client, auth, chat_id, b"MZ", "tool.exe", "application/x-msdownload")
+    assert "images can be attached" in banner_text(wrong)
+    assert "images files" not in banner_text(wrong)
+
+
+def test_a_file_not_yet_sent_can_be_removed(app, client, auth, chat_id):
+    upload(client, auth, chat_id, b"keep", "keep.txt", "text/plain")
+    upload(client, auth, chat_id, b"drop", "drop.txt", "text/plain")
+    keep, drop = stored(app, chat_id)
+    response = client.post(
+        f"/chats/{chat_id}/attachments/{drop.id}/delete",
+        data={"csrf_token": auth.csrf},
+        headers=HTMX,
+    )
+    assert response.status_code == 200
+    html = response.get_data(as_text=True)
+    assert "keep.txt" in html and "drop.txt" not in html
+    assert "Remove keep.txt" in html
+    assert [a.id for a in stored(app, chat_id)] == [keep.id]
+    # Without htmx: back to the chat.
+    response = client.post(
+        f"/chats/{chat_id}/attachments/{keep.id}/delete", data={"csrf_token": auth.csrf}
+    )
+    assert response.status_code == 303 and stored(app, chat_id) == []
+
+
+def test_removing_needs_the_csrf_token_and_the_right_chat(app, client, auth, user, chat_id):
+    upload(client, auth, chat_id, b"x", "x.txt", "text/plain")
+    [attachment] = stored(app, chat_id)
+    other_chat = add_conversation(app, user, "Other")
+    assert (
+        client.post(
+            f"/chats/{chat_id}/attachments/{attachment.id}/delete", headers=HTMX
+        ).status_code
+        == 400
+    )
+    wrong_chat = client.post(
+        f"/chats/{other_chat}/attachments/{attachment.id}/delete",
+        data={"csrf_token": auth.csrf},
+        headers=HTMX,
+    )
+    assert wrong_chat.status_code == 404
+    assert len(stored(app, chat_id)) == 1
+
+
+def test_sent_files_show_on_their_row_and_can_no_longer_be_removed(make_app, fake_model, auth):
+    from tests.fake_model import Turn, text
+
+    app, driver = _chat_on_fake_model(make_app, fake_model, auth)
+    chat_id = driver.new_chat()
+    _upload(auth, chat_id, "brief.txt")
+    page = auth.client.get(f"/chats/{chat_id}").get_data(as_text=True)
+    assert "Remove brief.txt" in page
+    fake_model.script(Turn(text("Got it.")))
+    driver.wait(driver.send(chat_id, "Use my brief"))
+    [attachment] = stored(app, chat_id)
+    [row] = [r for r in driver.rows(chat_id) if r["kind"] == "user"]
+    assert row["files"] == [{"id": attachment.id, "filename": "brief.txt", "size": 11}]
+    page = auth.client.get(f"/chats/{chat_id}").get_data(as_text=True)
+    assert "Remove brief.txt" not in page  # no chip: it went with the message
+    assert f'class="row-file" data-attachment="{attachment.id}"' in page
+    refused = auth.client.post(
+        f"/chats/{chat_id}/attachments/{attachment.id}/delete",
+        data={"csrf_token": auth.csrf},
+        headers=HTMX,
+    )
+    assert refused.status_code == 409
+    assert "already sent" in refused.get_data(as_text=True)
+    assert len(stored(app, chat_id)) == 1

@@ -10,7 +10,15 @@ from werkzeug.routing import AnyConverter
 from app.accounts.models import ApiToken, User
 from app.agents.models import Guideline
 from app.chat.models import Conversation, Run
-from app.workspace.models import Campaign, Character, Offer, Output, Persona, VisualAsset
+from app.workspace.models import (
+    Attachment,
+    Campaign,
+    Character,
+    Offer,
+    Output,
+    Persona,
+    VisualAsset,
+)
 from tests.web.helpers import snapshot
 
 SKIPPED_ENDPOINTS = {"static", "sockets.chat_socket"}  # the socket has tests of its own
@@ -34,6 +42,14 @@ def bobs_ids(app, auth):
             token,
             Character(user_id=bob, name="Bob's character"),
             Campaign(user_id=bob, name="Bob's campaign"),
+            Attachment(
+                user_id=bob,
+                conversation_id=conversation.id,
+                filename="bob.txt",
+                content_type="text/plain",
+                size=3,
+                data=b"bob",
+            ),
         ]
         session.add_all(rows)
         session.commit()
@@ -46,6 +62,7 @@ def bobs_ids(app, auth):
             "run_id": rows[3].id,
             "guideline_id": rows[4].id,
             "token_id": token.id,
+            "attachment_id": rows[8].id,
             "user_id": bob,
             "tool_use_id": "toolu_bobs_card",
             "character_id": rows[6].id,

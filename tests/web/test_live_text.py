@@ -70,14 +70,17 @@ def tags(html) -> list[str]:
 
 def test_an_open_fence_renders_as_a_code_block_so_far():
     html = render_live("Here it is:\n\n```python\ndef hook():\n    return 1\n")
-    assert '<pre><code class="language-python">def hook():\n    return 1\n</code></pre>' in html
+    assert (
+        '<pre tabindex="0"><code class="language-python">def hook():\n    return 1\n</code></pre>'
+        in html
+    )
     assert '<span class="code-lang">python</span>' in html
 
 
 def test_a_closing_fence_half_written_is_not_shown_as_code():
     for cut in ("`", "``"):
         html = render_live(f"```python\nx = 1\n{cut}")
-        assert "<pre><code" in html and "`" not in html
+        assert '<pre tabindex="0"><code' in html and "`" not in html
 
 
 def test_an_opening_fence_still_being_written_shows_no_cut_language():
@@ -138,13 +141,13 @@ def test_complete_markdown_renders_exactly_as_the_row_will():
 
 def undecorated(html) -> str:
     """The HTML without the code-block frames `decorate_code_blocks` adds (checked to be
-    exactly that markup), so the rest can be held to the sanitizer's allow-list."""
+    exactly that markup, the focusable `<pre tabindex="0">` included), so the rest can be held to the sanitizer's allow-list."""
     html = re.sub(
         r'<div class="code-block"><div class="code-head">(?:<span class="code-lang">'
         r'[A-Za-z0-9_+#.-]{1,40}</span>)?<button type="button" class="copy-button" '
         r'data-copy="code" aria-label="Copy (?:[A-Za-z0-9_+#.-]{1,40} )?code">Copy</button>'
-        r"</div>(<pre>)",
-        r"\1",
+        r'</div><pre tabindex="0">',
+        "<pre>",
         str(html),
     )
     html = html.replace("</code></pre></div>", "</code></pre>")

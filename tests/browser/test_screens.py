@@ -1,0 +1,273 @@
+"""Every screen for every person: phone and desktop, light and dark, axe-core's audit, no
+sideways scrolling, no console error (CSP violations included); the phone's menu and
+drawer; the theme kept on the account; the README's screenshots.
+
+One server, one fake model and one seeded account serve the whole module (each test gets
+its own browser context): the pages are only read here, so nothing leaks between tests."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from app.accounts.models import User
+from tests.browser.conftest import log_in, screenshot, wait_until
+from tests.fake_model import Turn, text, tool_use
+
+ROOT = Path(__file__).resolve().parents[2]
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+DOCS = ROOT / "docs"
+PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
+DESKTOP = {"viewport": {"width": 1280, "height": 800}}
+SMALL_PHONE = {**PHONE, "viewport": {"width": 360, "height": 740}}
+SCREENS = {"phone": PHONE, "desktop": DESKTOP, "small-phone": SMALL_PHONE}
+
+
+@pytest.fixture(scope="module")
+def site(module_site):
+    """The shared server with Ada (an admin, so every page opens), her offer and persona, a
+    saved output, and a chat whose card waits for her answer."""
+    app, server, model = module_site
+    from app.accounts.service import create_user
+    from app.workspace.models import Offer, Persona
+
+    with app.extensions["database"].session() as session:
+        user = create_user(session, "ada@example.com", "correct horse battery")
+        user.is_admin = True
+        session.flush()
+        offer = Offer(user_id=user.id, name="Calm Mornings Coaching", description="Coaching")
+        session.add(offer)
+        session.flush()
+        session.add(Persona(user_id=user.id, offer_id=offer.id, name="Weekend Barista"))
+        session.commit()
+        user_id = user.id
+    return {"app": app, "server": server, "model": model, "user_id": user_id}
+
+
+@pytest.fixture(scope="module")
+def chat_with_card(site, browser):
+    """A chat whose reply has a table, code and a question card still waiting."""
+    model = site["model"]
+    model.script(
+        Turn(
+            text(
+                "Here is the plan.\n\n| Step | Owner |\n|---|---|\n| Draft | Ada |\n\n"
+                "```python\nprint('a fairly long line of code that would run off a phone')\n```"
+            ),
+            tool_use("select_offer", {"prompt": "Which offer is the quiz for?"}),
+        )
+    )
+    context = browser.new_context(**DESKTOP)
+    page = context.new_page()
+    log_in(page, site["server"])
+    chat_id = _api_chat(page, site["server"])
+    page.goto(f"{site['server'].url}/chats/{chat_id}")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    page.fill("#composer-input", "Make a quiz for my coaching offer")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".card-q[data-status=awaiting]")
+    page.wait_for_selector("#composer:not(.busy)")
+    context.close()
+    return chat_id
+
+
+def _api_chat(page, server) -> int:
+    page.goto(f"{server.url}/chats/new")
+    csrf = json.loads(page.get_attribute("body", "hx-headers"))["X-CSRFToken"]
+    response = page.request.post(f"{server.url}/api/chats", headers={"X-CSRFToken": csrf})
+    assert response.status == 201
+    return response.json()["id"]
+
+
+def _pages(chat_id: int, user_id: int) -> list[str]:
+    return [
+        f"/chats/{chat_id}",
+        "/chats/new",
+        "/settings",
+        "/workspace/offers",
+        "/workspace/offers/new",
+        "/workspace/personas",
+        "/workspace/personas/new",
+        "/workspace/outputs",
+        "/workspace/assets",
+        "/welcome",
+        "/admin/users",
+        f"/admin/users/{user_id}/memory",
+        "/admin/guidelines",
+        "/admin/runs",
+        f"/admin/conversations/{chat_id}/runs",
+        "/admin/usage",
+        f"/admin/users/{user_id}/usage",
+    ]
+
+
+def _watch_console(page) -> list[str]:
+    errors: list[str] = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return errors
+
+
+def _audit(page) -> list[str]:
+    """axe-core's serious and critical violations on the page as shown. axe is evaluated
+    through the DevTools protocol, so the page's CSP stays on for the console check."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE.read_text())
+    return page.evaluate(
+        """async () => {
+          const result = await axe.run(document, { resultTypes: ["violations"] });
+          return result.violations
+            .filter((v) => v.impact === "serious" || v.impact === "critical")
+            .map((v) => `${v.id}: ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")}`);
+        }"""
+    )
+
+
+def _overflow(page, width: int) -> list[str]:
+    """What makes the page wider than the screen (compared with the device's width: on a
+    phone the layout viewport itself widens to fit wide content)."""
+    return page.evaluate(
+        """(width) => {
+          const wide = [];
+          const root = document.documentElement;
+          if (root.scrollWidth > width) wide.push(`document ${root.scrollWidth}px`);
+          for (const el of document.querySelectorAll(".chat-scroll, .chat-main, main")) {
+            if (el.scrollWidth > el.clientWidth + 1) wide.push(`${el.className} ${el.scrollWidth}px`);
+          }
+          return wide;
+        }""",
+        width,
+    )
+
+
+def _ring_contrast(page, focused: str, behind: str) -> float:
+    return page.evaluate(
+        """([focused, behind]) => {
+          const rgb = (c) => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+          const lum = ([r, g, b]) => [r, g, b]
+            .map((v) => v / 255)
+            .map((v) => (v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4))
+            .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+          const ring = lum(rgb(getComputedStyle(document.querySelector(focused)).outlineColor));
+          const ground = lum(rgb(getComputedStyle(document.querySelector(behind)).backgroundColor));
+          return (Math.max(ring, ground) + 0.05) / (Math.min(ring, ground) + 0.05);
+        }""",
+        [focused, behind],
+    )
+
+
+@pytest.mark.parametrize(
+    ("screen", "theme"),
+    [
+        ("phone", "light"),
+        ("phone", "dark"),
+        ("desktop", "light"),
+        ("desktop", "dark"),
+        ("small-phone", "light"),  # the narrowest width supported
+    ],
+)
+def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
+    site, chat_with_card, browser, screen, theme
+):
+    server = site["server"]
+    context = browser.new_context(color_scheme=theme, **SCREENS[screen])
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    errors = _watch_console(page)
+    page.goto(f"{server.url}/login")
+    problems = {}
+    found = _audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
+    if found:
+        problems["/login"] = found
+    log_in(page, server)
+    for path in _pages(chat_with_card, site["user_id"]):
+        page.goto(f"{server.url}{path}")
+        if path.startswith("/chats/") and path != "/chats/new":
+            page.wait_for_selector("body[data-socket=open]", state="attached")
+            page.wait_for_selector(".card-q[data-enhanced=true]", state="attached")
+        found = _audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
+        if found:
+            problems[path] = found
+    # The README's pictures: the chat with its waiting card.
+    page.goto(f"{server.url}/chats/{chat_with_card}")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    page.wait_for_selector(".card-q[data-enhanced=true]", state="attached")
+    # The focus ring stands out from what it sits on: 3:1 or better (WCAG 2.2).
+    page.focus("#composer-input")
+    assert _ring_contrast(page, "#composer-input", "#composer-area") >= 3
+    page.focus(".card-q button[type=submit]")
+    assert _ring_contrast(page, ".card-q button[type=submit]", ".card-q") >= 3
+    if screen == "desktop" or (screen, theme) == ("phone", "light"):
+        name = "screen-phone" if screen == "phone" else f"screen-desktop-{theme}"
+        shutil.copy(screenshot(page, name), DOCS / f"{name}.png")
+    context.close()
+    assert problems == {}
+    assert errors == []
+
+
+def test_on_a_phone_the_menu_and_the_chat_list_open_from_buttons(site, chat_with_card, browser):
+    context = browser.new_context(**PHONE)
+    page = context.new_page()
+    log_in(page, site["server"])
+    page.goto(f"{site['server'].url}/chats/{chat_with_card}")
+    assert not page.is_visible("#topnav")
+    assert not page.is_visible("#sidebar")
+    page.click("#menu-button")
+    page.wait_for_selector("#topnav a:has-text('Settings')")
+    assert page.get_attribute("#menu-button", "aria-expanded") == "true"
+    page.keyboard.press("Escape")
+    assert not page.is_visible("#topnav")
+    assert page.evaluate("document.activeElement.id") == "menu-button"
+
+    page.click("[data-drawer-open]")
+    page.wait_for_selector("#sidebar .conversation-item", state="visible")
+    # Rename and Delete are there without hovering; every control is a 44 px target.
+    item = f"#conv-{chat_with_card}"
+    assert page.is_visible(f"{item} button:has-text('Rename')")
+    assert page.is_visible(f"{item} button:has-text('Delete')")
+    small = page.evaluate(
+        """() => Array.from(document.querySelectorAll(
+             '#sidebar a, #sidebar button, .topbar button, #composer button, .card-q button'))
+           .filter((el) => el.offsetParent !== null)
+           .map((el) => [el.textContent.trim() || el.getAttribute('aria-label'), el.getBoundingClientRect()])
+           .filter(([, r]) => r.height < 44 || r.width < 44)
+           .map(([name, r]) => `${name} ${Math.round(r.width)}x${Math.round(r.height)}`)"""
+    )
+    assert small == []
+    page.keyboard.press("Escape")
+    wait_until(page, "!document.body.classList.contains('drawer-open')")
+    assert page.evaluate("document.activeElement.matches('[data-drawer-open]')")
+    context.close()
+
+
+def test_the_theme_toggle_is_kept_on_the_account(site, browser):
+    server = site["server"]
+    context = browser.new_context(color_scheme="light", **DESKTOP)
+    page = context.new_page()
+    log_in(page, server)
+    page.goto(f"{server.url}/settings")
+    assert page.evaluate("getComputedStyle(document.body).colorScheme") != "dark"
+    light_bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    page.click("#theme-toggle")
+    wait_until(page, "document.documentElement.dataset.theme === 'dark'")
+    assert page.get_attribute("#theme-toggle", "aria-pressed") == "true"
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") != light_bg
+    with site["app"].extensions["database"].session() as session:
+        wait_until(page, "true")
+        assert session.get(User, site["user_id"]).theme == "dark"
+    # Another browser (a light system) shows the person's choice.
+    other = browser.new_context(color_scheme="light", **DESKTOP)
+    other_page = other.new_page()
+    log_in(other_page, server)
+    assert other_page.get_attribute("html", "data-theme") == "dark"
+    # Settings takes it back to following the system.
+    other_page.goto(f"{server.url}/settings")
+    other_page.check("#theme-settings input[value=system]")
+    other_page.click("#theme-settings button[type=submit]")
+    other_page.wait_for_url("**/settings")
+    assert other_page.get_attribute("html", "data-theme") is None
+    other.close()
+    context.close()
