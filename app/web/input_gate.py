@@ -1,0 +1,115 @@
+"""The input gate: what no route ever has to handle.
+
+Before any view runs, the query string, form fields, uploaded file names and JSON bodies
+are checked for text that no database stores alike (a NUL byte: PostgreSQL refuses it; a
+lone surrogate: neither SQLite nor PostgreSQL can encode it) and for JSON nested deeper
+than `MAX_JSON_DEPTH`. Such a request answers 400 `INVALID_INPUT` (or `INVALID_JSON`)
+whatever the route. Ids in URLs are bounded by the `int` converter below: one at or above
+2^63 (no database id can be that large) does not match, so it answers 404 like any id that
+is not yours. The socket's messages go through `load_json` too (app/web/sockets.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from flask import Flask, current_app, request
+from werkzeug.routing import IntegerConverter
+
+from app.web.errors import ApiError
+
+MAX_ID = 2**63 - 1
+# A NUL, or a UTF-16 surrogate standing alone (only JSON's \ud800 escapes can make one:
+# werkzeug decodes forms and URLs as UTF-8, replacing what is not).
+FORBIDDEN = re.compile("[\x00\ud800-\udfff]")
+
+
+class InputRefused(ValueError):
+    """Why a body or a socket message is refused, in words for the person."""
+
+
+class BoundedIntConverter(IntegerConverter):
+    """Flask's `int`, limited to what a BIGINT id can be."""
+
+    def __init__(self, map, *args, **kwargs):
+        kwargs.setdefault("max", MAX_ID)
+        super().__init__(map, *args, **kwargs)
+
+
+def check_text(value: str, where: str) -> None:
+    if FORBIDDEN.search(value):
+        raise InputRefused(f"{where} contains a NUL byte or invalid Unicode.")
+
+
+def check_document(value: Any, max_depth: int, where: str = "The body") -> None:
+    """Every string (keys too) clean, and no deeper than `max_depth` arrays/objects."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            if depth > max_depth:
+                raise InputRefused(f"{where} is nested deeper than {max_depth} levels.")
+            for key, child in item.items():
+                check_text(key, where)
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            if depth > max_depth:
+                raise InputRefused(f"{where} is nested deeper than {max_depth} levels.")
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str):
+            check_text(item, where)
+
+
+def load_json(raw: str | bytes, max_depth: int, where: str = "The body") -> Any:
+    """Parse JSON and check it; raises InputRefused (for bad input of any kind)."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputRefused(f"{where} is not UTF-8.") from None
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        # Nested deeper than the parser's own stack allows (thousands of levels).
+        raise InputRefused(f"{where} is nested deeper than {max_depth} levels.") from None
+    except ValueError:
+        raise InputRefused(f"{where} is not valid JSON.") from None
+    check_document(value, max_depth, where)
+    return value
+
+
+def check_request() -> None:
+    """The before_request hook (registered first, so even the CSRF check reads clean
+    form fields)."""
+    try:
+        for name, value in request.args.items(multi=True):
+            check_text(name, "The address")
+            check_text(value, "The address")
+        if request.method in {"POST", "PUT", "PATCH", "DELETE"}:
+            _check_body()
+    except InputRefused as refused:
+        code = "INVALID_JSON" if request.is_json else "INVALID_INPUT"
+        raise ApiError(400, str(refused), code) from None
+
+
+def _check_body() -> None:
+    if request.is_json:
+        raw = request.get_data(cache=True)
+        if not raw:
+            return
+        value = load_json(raw, current_app.config["LOOPDESK"].max_json_depth)
+        # Views read the checked document: Flask's own parser is never handed the raw body.
+        request._cached_json = (value, value)
+        return
+    for name, value in request.form.items(multi=True):
+        check_text(name, "A form field")
+        check_text(value, "A form field")
+    for name, upload in request.files.items(multi=True):
+        check_text(name, "A form field")
+        check_text(upload.filename or "", "A file name")
+
+
+def init_app(app: Flask) -> None:
+    app.url_map.converters["int"] = BoundedIntConverter
+    app.before_request(check_request)
