@@ -5,7 +5,7 @@ are checked for text that no database stores alike (a NUL byte: PostgreSQL refus
 lone surrogate: neither SQLite nor PostgreSQL can encode it) and for JSON nested deeper
 than `MAX_JSON_DEPTH`. Such a request answers 400 `INVALID_INPUT` (or `INVALID_JSON`)
 whatever the route. Ids in URLs are bounded by the `int` converter below: one at or above
-2^63 (no database id can be that large) does not match, so it answers 404 like any id that
+2^63 (2^31 on PostgreSQL: no id can be that large) does not match, so it answers 404 like any id that
 is not yours. The socket's messages go through `load_json` too (app/web/sockets.py)."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from werkzeug.routing import IntegerConverter
 
 from app.web.errors import ApiError
 
-MAX_ID = 2**63 - 1
+# The largest id a table can hold: ids are INTEGER, 32 bits on PostgreSQL, 64 on SQLite.
+MAX_ID = {"postgresql": 2**31 - 1, "sqlite": 2**63 - 1}
 # A NUL, or a UTF-16 surrogate standing alone (only JSON's \ud800 escapes can make one:
 # werkzeug decodes forms and URLs as UTF-8, replacing what is not).
 FORBIDDEN = re.compile("[\x00\ud800-\udfff]")
@@ -29,12 +30,15 @@ class InputRefused(ValueError):
     """Why a body or a socket message is refused, in words for the person."""
 
 
-class BoundedIntConverter(IntegerConverter):
-    """Flask's `int`, limited to what a BIGINT id can be."""
+def bounded_int_converter(largest: int) -> type[IntegerConverter]:
+    """Flask's `int`, limited to what an id column of this database can hold."""
 
-    def __init__(self, map, *args, **kwargs):
-        kwargs.setdefault("max", MAX_ID)
-        super().__init__(map, *args, **kwargs)
+    class BoundedIntConverter(IntegerConverter):
+        def __init__(self, map, *args, **kwargs):
+            kwargs.setdefault("max", largest)
+            super().__init__(map, *args, **kwargs)
+
+    return BoundedIntConverter
 
 
 def check_text(value: str, where: str) -> None:
@@ -111,5 +115,6 @@ def _check_body() -> None:
 
 
 def init_app(app: Flask) -> None:
-    app.url_map.converters["int"] = BoundedIntConverter
+    dialect = app.extensions["database"].engine.dialect.name
+    app.url_map.converters["int"] = bounded_int_converter(MAX_ID.get(dialect, 2**31 - 1))
     app.before_request(check_request)

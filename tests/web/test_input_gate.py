@@ -33,8 +33,9 @@ def test_ids_out_of_range_answer_404(client, auth, user, method, path, raw_id):
     assert response.status_code == 404
 
 
-def test_the_largest_id_a_database_holds_is_still_looked_up(client, auth, user):
-    response = client.get(f"/api/chats/{2**63 - 1}/messages")
+@pytest.mark.parametrize("raw_id", [2**31 - 1, 2**31, 2**63 - 1])
+def test_ids_near_what_a_column_holds_answer_404_not_500(client, auth, user, raw_id):
+    response = client.get(f"/api/chats/{raw_id}/messages")
     assert json_error(response, 404) == "NOT_FOUND"
 
 
