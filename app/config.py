@@ -131,8 +131,8 @@ class Settings:
     onboarding_threads: int = 4
     # PDF text extraction (a separate process): seconds, and decoded page content bytes
     # (a stream shared by many pages counts once per page) before it is refused.
-    pdf_extract_seconds: float = 20
-    pdf_max_content_bytes: int = 20_000_000
+    pdf_extract_seconds: float = 15
+    pdf_max_content_bytes: int = 8_000_000
     # Sockets one person may hold open at once (per process), and catch-up rows per
     # request and requests per minute on one socket.
     max_sockets_per_person: int = 20
@@ -216,8 +216,8 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         max_json_depth=_int(env, "MAX_JSON_DEPTH", 32),
         rate_limit_model_work=env.get("RATE_LIMIT_MODEL_WORK") or "20 per 10 minutes",
         onboarding_threads=_int(env, "ONBOARDING_THREADS", 4),
-        pdf_extract_seconds=_float(env, "PDF_EXTRACT_SECONDS", 20),
-        pdf_max_content_bytes=_int(env, "PDF_MAX_CONTENT_BYTES", 20_000_000),
+        pdf_extract_seconds=_float(env, "PDF_EXTRACT_SECONDS", 15),
+        pdf_max_content_bytes=_int(env, "PDF_MAX_CONTENT_BYTES", 8_000_000),
         max_sockets_per_person=_int(env, "MAX_SOCKETS_PER_PERSON", 20),
         socket_catch_up_rows=_int(env, "SOCKET_CATCH_UP_ROWS", 200),
         socket_catch_ups_per_minute=_int(env, "SOCKET_CATCH_UPS_PER_MINUTE", 30),

@@ -23,12 +23,12 @@ from app.chat.conversations import (
 )
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
 from app.extensions import message_rate_limit
-from app.web.access import owned_conversation, owned_or_404
+from app.web.access import owned_before_waiting, owned_conversation, owned_or_404
 from app.web.admin import admin_required
 from app.web.errors import ApiError
 from app.web.identity import db_session
-from app.web.turns import start_turn, stop_conversation, switch_branch
-from app.workspace.attachments import AttachmentRefused, store_upload
+from app.web.turns import start_turn, stop_conversation, store_request_upload, switch_branch
+from app.workspace.attachments import AttachmentRefused
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -273,21 +273,11 @@ def put_guidelines():
 def upload_attachment(conversation_id: int):
     """Attach a file to a conversation (multipart/form-data, field `file`) for the model to
     read with read_attachment."""
-    conversation = owned_or_404(Conversation, conversation_id)
-    session = db_session()
-    settings = current_app.extensions["services"].settings
+    conversation = owned_before_waiting(Conversation, conversation_id)
     try:
-        attachment = store_upload(
-            session,
-            current_user.id,
-            conversation.id,
-            request.files.get("file"),
-            max_bytes=settings.attachment_max_bytes,
-        )
+        attachment = store_request_upload(conversation.id)
     except AttachmentRefused as refused:
-        session.rollback()
         raise ApiError(refused.status, refused.message, "ATTACHMENT_REFUSED") from None
-    session.commit()
     body = {
         "id": attachment.id,
         "filename": attachment.filename,

@@ -37,17 +37,18 @@ from app.chat.events import ConversationChanged
 from app.chat.models import STREAMING, Conversation, Message
 from app.db import utcnow
 from app.extensions import message_rate_limit
-from app.web.access import is_htmx, owned_conversation, owned_or_404
+from app.web.access import is_htmx, owned_before_waiting, owned_conversation, owned_or_404
 from app.web.errors import ApiError, error_response
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
-from app.web.turns import delete_conversation, start_turn, stop_conversation, switch_branch
-from app.workspace.attachments import (
-    AttachmentRefused,
-    attachments_for,
-    human_size,
-    store_upload,
+from app.web.turns import (
+    delete_conversation,
+    start_turn,
+    stop_conversation,
+    store_request_upload,
+    switch_branch,
 )
+from app.workspace.attachments import AttachmentRefused, attachments_for, human_size
 
 bp = Blueprint("chat", __name__)
 
@@ -435,21 +436,14 @@ def upload_attachment(conversation_id: int):
     """The composer's Attach form (multipart, field `file`): stores the file and answers
     with the conversation's attachment chips (201); a refused file answers with the
     banner."""
-    conversation = owned_or_404(Conversation, conversation_id)
-    session = db_session()
-    settings = current_app.config["LOOPDESK"]
+    conversation = owned_before_waiting(Conversation, conversation_id)
     try:
-        store_upload(
-            session,
-            current_user.id,
-            conversation.id,
-            request.files.get("file"),
-            max_bytes=settings.attachment_max_bytes,
-        )
+        store_request_upload(conversation.id)
     except AttachmentRefused as refused:
-        session.rollback()
+        if refused.status == 404:
+            abort(404)
         return error_response(refused.status, "ATTACHMENT_REFUSED", refused.message)
-    session.commit()
+    session = db_session()
     if not is_htmx():
         return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
     html = render_template(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from flask import current_app
+from flask import current_app, request
 from flask_login import current_user
 
 from app.chat.conversations import conversation_dict, row_dict
@@ -23,6 +23,13 @@ from app.chat.turns import (
 )
 from app.web.errors import ApiError
 from app.web.identity import db_session
+from app.workspace.attachments import (
+    AttachmentRefused,
+    PdfLimits,
+    read_upload,
+    save_attachment,
+)
+from app.workspace.models import Attachment
 
 
 def start_turn(
@@ -128,3 +135,26 @@ def delete_conversation(conversation_id: int) -> None:
     session.commit()
     if run is not None:
         current_app.extensions["services"].cancellations.add(run.id)
+
+
+def store_request_upload(conversation_id: int) -> Attachment:
+    """The request's `file`, attached to the conversation (committed). The body is read
+    and the text extracted before any transaction opens (a trickled upload or a heavy PDF
+    holds nothing another request needs); then one short write. Raises
+    AttachmentRefused (404 when the conversation went meanwhile)."""
+    settings = current_app.extensions["services"].settings
+    session = db_session()
+    prepared = read_upload(
+        request.files.get("file"),
+        max_bytes=settings.attachment_max_bytes,
+        pdf_limits=PdfLimits(
+            seconds=settings.pdf_extract_seconds, content_bytes=settings.pdf_max_content_bytes
+        ),
+    )
+    try:
+        attachment = save_attachment(session, current_user.id, conversation_id, prepared)
+    except AttachmentRefused:
+        session.rollback()
+        raise
+    session.commit()
+    return attachment
