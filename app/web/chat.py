@@ -25,7 +25,12 @@ from flask_login import current_user, login_required
 from sqlalchemy import select
 
 from app.accounts.models import User
-from app.accounts.onboarding import default_starters, start_generation, starters_for
+from app.accounts.onboarding import (
+    default_starters,
+    start_generation,
+    starter_writers,
+    starters_for,
+)
 from app.chat.branches import NEVER_BRANCHED, branch_version, shown_rows
 from app.chat.conversations import (
     conversation_dict,
@@ -36,7 +41,7 @@ from app.chat.conversations import (
 from app.chat.events import ConversationChanged
 from app.chat.models import STREAMING, Conversation, Message
 from app.db import utcnow
-from app.extensions import message_rate_limit
+from app.extensions import message_rate_limit, welcome_rate_limit
 from app.web.access import is_htmx, owned_before_waiting, owned_conversation, owned_or_404
 from app.web.errors import ApiError, error_response
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
@@ -114,6 +119,7 @@ def _welcome_page(form: WelcomeForm, status: int = 200):
 
 @bp.route("/welcome", methods=["GET", "POST"])
 @login_required
+@welcome_rate_limit
 def welcome():
     """Role and company (and a website) for suggested first requests; or skip."""
     session = db_session()
@@ -134,11 +140,18 @@ def welcome():
     user.company = form.company.data
     user.website = form.website.data or ""
     user.onboarded_at = utcnow()
+    services = current_app.extensions["services"]
+    writers = starter_writers(services.settings.onboarding_threads)
+    if writers.is_running(user.id):
+        # One job per account: the one under way reads the answers saved here.
+        session.commit()
+        return redirect(url_for("chat.index"))
     user.starters = []  # pending until the background job stores them
     session.commit()
-    start_generation(
-        current_app.extensions["services"], current_app.extensions["database"], user.id
-    )
+    if start_generation(services, current_app.extensions["database"], user.id) is None:
+        # The pool's queue is full (or a job began meanwhile): the defaults now.
+        user.starters = user.starters or default_starters()
+        session.commit()
     return redirect(url_for("chat.index"))
 
 

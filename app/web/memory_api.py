@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify
 from flask_login import current_user, login_required
 
+from app.extensions import model_work_rate_limit
 from app.memory.store import (
     MAX_FACT_CHARS,
     MAX_FACTS,
@@ -125,11 +126,13 @@ def _reconciled(source: str):
 
 @bp.post("/instruct")
 @login_required
+@model_work_rate_limit
 def instruct():
     return _reconciled("api")
 
 
 @bp.post("/import")
 @login_required
+@model_work_rate_limit
 def import_text():
     return _reconciled("import")

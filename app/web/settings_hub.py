@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from app.accounts.models import ApiToken, User
 from app.db import utcnow
-from app.extensions import limiter
+from app.extensions import limiter, model_work_rate_limit
 from app.memory.models import MemoryChange
 from app.memory.store import (
     MAX_FACT_CHARS,
@@ -322,6 +322,7 @@ def edit_fact():
 
 @bp.post("/import")
 @login_required
+@model_work_rate_limit
 def import_text():
     return import_text_for(own_memory(), _hub_page)
 
