@@ -30,6 +30,10 @@ class InputRefused(ValueError):
     """Why a body or a socket message is refused, in words for the person."""
 
 
+def max_id(dialect: str) -> int:
+    return MAX_ID.get(dialect, 2**31 - 1)
+
+
 def bounded_int_converter(largest: int) -> type[IntegerConverter]:
     """Flask's `int`, limited to what an id column of this database can hold."""
 
@@ -116,5 +120,5 @@ def _check_body() -> None:
 
 def init_app(app: Flask) -> None:
     dialect = app.extensions["database"].engine.dialect.name
-    app.url_map.converters["int"] = bounded_int_converter(MAX_ID.get(dialect, 2**31 - 1))
+    app.url_map.converters["int"] = bounded_int_converter(max_id(dialect))
     app.before_request(check_request)
