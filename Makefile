@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 FLASK := $(VENV)/bin/flask --app wsgi
 VENDOR := static/vendor
 
-.PHONY: run test setup lint format bench migrate-check clean browser
+.PHONY: run test setup lint format bench migrate-check clean browser fuzz
 
 setup: $(VENV)/.installed $(VENDOR)/.installed
 
@@ -41,6 +41,12 @@ browser:
 
 test: setup browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The property-based test over every route (tests/web/test_fuzz_routes.py) at length:
+# FUZZ_EXAMPLES generated requests (CI's run of the suite makes 150), no per-test timeout.
+FUZZ_EXAMPLES ?= 20000
+fuzz: setup
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=0 tests/web/test_fuzz_routes.py
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 from flask import Blueprint, current_app, jsonify, request
 from flask_login import current_user, login_required
@@ -27,6 +26,7 @@ from app.web.access import owned_before_waiting, owned_conversation, owned_or_40
 from app.web.admin import admin_required
 from app.web.errors import ApiError
 from app.web.identity import db_session
+from app.web.input_gate import id_from_text
 from app.web.turns import start_turn, stop_conversation, store_request_upload, switch_branch
 from app.workspace.attachments import AttachmentRefused
 
@@ -78,11 +78,11 @@ def list_chats():
 @login_required
 def list_messages(conversation_id: int):
     conversation = owned_conversation(conversation_id)
-    after = request.args.get("after", "0")
     # ASCII digits only (str.isdigit accepts '²'), and small enough for the database.
-    if not re.fullmatch(r"[0-9]{1,15}", after):
+    after = id_from_text(request.args.get("after", "0"))
+    if after is None:
         raise ApiError(400, "'after' must be a non-negative whole number.", "INVALID_FIELD")
-    rows = shown_rows(db_session(), conversation, int(after))
+    rows = shown_rows(db_session(), conversation, after)
     return jsonify({"messages": rows})
 
 

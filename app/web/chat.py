@@ -46,6 +46,7 @@ from app.web.access import is_htmx, owned_before_waiting, owned_conversation, ow
 from app.web.errors import ApiError, error_response
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
+from app.web.input_gate import id_from_text
 from app.web.turns import (
     delete_conversation,
     start_turn,
@@ -162,9 +163,9 @@ def starters():
     conversation_id = request.args.get("conversation", "")
     conversation = None
     if conversation_id:
-        if not (conversation_id.isascii() and conversation_id.isdigit()):
+        if id_from_text(conversation_id) is None:
             abort(404)
-        conversation = owned_or_404(Conversation, int(conversation_id))
+        conversation = owned_or_404(Conversation, id_from_text(conversation_id))
         has_rows = db_session().scalar(
             select(Message.id).where(Message.conversation_id == conversation.id).limit(1)
         )
@@ -282,7 +283,7 @@ def rows(conversation_id: int):
     """Rows after a sequence, as row partials: how a reconnected page catches up."""
     conversation = owned_conversation(conversation_id)
     after = request.args.get("after", "0")
-    after = int(after) if after.isascii() and after.isdigit() and len(after) < 16 else 0
+    after = id_from_text(after) or 0
     found = shown_rows(db_session(), conversation, after)
     return render_template("chat/_row_list.html", rows=found, conversation_id=conversation.id)
 

@@ -34,6 +34,17 @@ def max_id(dialect: str) -> int:
     return MAX_ID.get(dialect, 2**31 - 1)
 
 
+def id_from_text(raw: str | None) -> int | None:
+    """A whole number (ASCII digits) that an id or sequence column of this database can
+    hold, or None: what a query string's `?after=` or `?conversation=` may be."""
+    raw = (raw or "").strip()
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19:
+        return None
+    value = int(raw)
+    largest = max_id(current_app.extensions["database"].engine.dialect.name)
+    return value if value <= largest else None
+
+
 def bounded_int_converter(largest: int) -> type[IntegerConverter]:
     """Flask's `int`, limited to what an id column of this database can hold."""
 
@@ -110,11 +121,12 @@ def _check_body() -> None:
         # Views read the checked document: Flask's own parser is never handed the raw body.
         request._cached_json = (value, value)
         return
+    # A multipart part whose name werkzeug could not read has the name None.
     for name, value in request.form.items(multi=True):
-        check_text(name, "A form field")
+        check_text(name or "", "A form field")
         check_text(value, "A form field")
     for name, upload in request.files.items(multi=True):
-        check_text(name, "A form field")
+        check_text(name or "", "A form field")
         check_text(upload.filename or "", "A file name")
 
 
