@@ -127,3 +127,28 @@ def test_a_file_name_with_nul_answers_400(app, client, auth, user):
         headers=auth.headers(),
     )
     assert json_error(response, 400) == "INVALID_INPUT"
+
+
+@pytest.mark.parametrize(
+    "path, status",
+    [
+        ("/chats/{chat}/rows?after=100000000000000", 200),  # read as "from the start"
+        ("/api/chats/{chat}/messages?after=9223372036854775808", 400),
+        ("/api/chats/{chat}/messages?after=99999999999999999999", 400),
+        ("/welcome/starters?conversation=100000000000000000000", 404),
+        ("/welcome/starters?conversation=4294967296", 404),
+        ("/workspace/outputs?offer=4294967296", 200),  # an unknown filter shows all
+    ],
+)
+def test_ids_in_query_strings_beyond_the_database_answer_4xx(app, client, user, path, status):
+    chat = add_conversation(app, user)
+    response = client.get(path.format(chat=chat))
+    assert response.status_code == status, response.get_data(as_text=True)[:300]
+
+
+@pytest.mark.parametrize("query", ["user=100000000000000000000", "conversation=4294967296"])
+def test_admin_run_logs_with_ids_beyond_the_database_answer_4xx(app, client, auth, query):
+    auth.create("root@example.com", admin=True)
+    auth.login("root@example.com")
+    response = client.get(f"/admin/runs?{query}")
+    assert response.status_code in (400, 404)
