@@ -238,17 +238,16 @@ class StarterWriters:
                 self.accounts.discard(user_id)
 
 
-_writers: StarterWriters | None = None
+_writers: dict[int, StarterWriters] = {}
 _writers_lock = threading.Lock()
 
 
 def starter_writers(threads: int) -> StarterWriters:
-    """The process's pool (ONBOARDING_THREADS), made on first use."""
-    global _writers
+    """The process's pool of ONBOARDING_THREADS threads, made on first use."""
     with _writers_lock:
-        if _writers is None:
-            _writers = StarterWriters(threads)
-        return _writers
+        if threads not in _writers:
+            _writers[threads] = StarterWriters(threads)
+        return _writers[threads]
 
 
 def start_generation(services, database: Database, user_id: int) -> Future | None:

@@ -197,3 +197,31 @@ def test_a_card_answered_on_the_page_spends_the_message_limit(app, client, auth,
     assert int(answer.headers["Retry-After"]) > 0
     rows = chat.rows(chat_id)
     assert rows[-1]["kind"] == "card" and rows[-1]["card"]["status"] == "awaiting"
+
+
+def test_the_onboarding_pool_is_bounded(monkeypatch):
+    """One thread: it writes one account's starters, eight more accounts wait, the tenth
+    is turned away (its person gets the default starters); an account already queued is
+    never queued twice; once the work is done the pool takes more."""
+    import threading
+
+    import app.accounts.onboarding as onboarding
+
+    release = threading.Event()
+    written = []
+
+    def slow_job(services, database, user_id):
+        release.wait(10)
+        written.append(user_id)
+
+    monkeypatch.setattr(onboarding, "generate_and_store", slow_job)
+    writers = onboarding.StarterWriters(1)
+    futures = [writers.submit(None, None, user_id) for user_id in range(1, 10)]
+    assert all(future is not None for future in futures)
+    assert writers.submit(None, None, 10) is None
+    assert writers.submit(None, None, 3) is None
+    release.set()
+    for future in futures:
+        future.result(timeout=10)
+    assert sorted(written) == list(range(1, 10))
+    assert writers.submit(None, None, 10) is not None
