@@ -37,7 +37,7 @@ def max_id(dialect: str) -> int:
 def id_from_text(raw: str | None) -> int | None:
     """A whole number (ASCII digits) that an id or sequence column of this database can
     hold, or None: what a query string's `?after=` or `?conversation=` may be."""
-    raw = (raw or "").strip()
+    raw = raw or ""
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 19:
         return None
     value = int(raw)
