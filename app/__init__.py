@@ -94,6 +94,9 @@ def create_app(test_config: dict | None = None) -> Flask:
 
     app.jinja_env.filters["markdown"] = render_markdown
     app.jinja_env.filters["message_markdown"] = render_message
+    from app.chat.provenance import source_label
+
+    app.jinja_env.filters["untrusted_source_label"] = source_label
     times.register(app)
     return app
 
@@ -123,13 +126,31 @@ def _register_blueprints(app: Flask) -> None:
         auth,
         cards,
         chat,
+        export,
         memory_api,
+        openapi,
+        search,
         settings_hub,
         sockets,
         workspace,
+        workspace_api,
     )
 
-    for module in (auth, chat, cards, workspace, settings_hub, admin, api, memory_api, sockets):
+    for module in (
+        auth,
+        chat,
+        cards,
+        workspace,
+        settings_hub,
+        admin,
+        api,
+        memory_api,
+        search,
+        export,
+        workspace_api,
+        openapi,
+        sockets,
+    ):
         app.register_blueprint(module.bp)
 
 

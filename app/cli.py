@@ -17,6 +17,7 @@ from app.chat.models import Conversation, Run
 from app.chat.run_log import describe, load_reports
 from app.chat.stale import StaleSweeper, sweep
 from app.config import PROJECT_ROOT
+from app.reference import reference_command
 from app.workspace.demo import DEMO_EMAIL, DEMO_PASSWORD, seed_demo
 
 
@@ -157,5 +158,6 @@ def register_commands(app: Flask) -> None:
         worker_command,
         sweep_stale_command,
         chat_logs_command,
+        reference_command,
     ):
         app.cli.add_command(command)

@@ -226,3 +226,154 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
     if not values["secret_key"]:
         values["secret_key"] = _secret_key(Path(values["instance_path"]))
     return Settings(**values)
+
+
+@dataclass(frozen=True)
+class Documented:
+    """One environment variable as docs/reference.md lists it (app/reference.py). The
+    default is read from `Settings` itself unless the field has none (`default_text`)."""
+
+    env: str
+    meaning: str
+    field: str | None = None
+    default_text: str | None = None
+
+
+# Every variable `load_settings` (and gunicorn.conf.py) reads; a test runs load_settings on
+# a recording environment and fails on one that is missing here.
+DOCUMENTED_SETTINGS: tuple[Documented, ...] = (
+    Documented("HOST", "where `make run` serves", "host"),
+    Documented("PORT", "where `make run` serves", "port"),
+    Documented(
+        "DATABASE_URL",
+        "any SQLAlchemy URL; PostgreSQL for scale",
+        default_text="a SQLite file in `INSTANCE_PATH`",
+    ),
+    Documented(
+        "INSTANCE_PATH",
+        "where the SQLite file and the generated secret live",
+        default_text="`instance/`",
+    ),
+    Documented(
+        "SECRET_KEY", "session signing", default_text="generated into `INSTANCE_PATH` on first run"
+    ),
+    Documented(
+        "REDIS_URL",
+        "enables Redis pub/sub, Redis rate-limit storage and the Dramatiq broker",
+        "redis_url",
+    ),
+    Documented("REDIS_PREFIX", "namespaces Redis keys and channels", "redis_prefix"),
+    Documented("RUN_EXECUTOR", "`thread` or `dramatiq`", "run_executor"),
+    Documented(
+        "RUN_THREADS", "the web process's run thread pool (`thread` executor)", "run_threads"
+    ),
+    Documented("RUN_QUEUE", "the Dramatiq queue", "run_queue"),
+    Documented("WORKER_THREADS", "runs one `flask worker` executes at once", "worker_threads"),
+    Documented("WORKER_POOL", "`gevent` or `threads` (`flask worker`)", "worker_pool"),
+    Documented(
+        "DATABASE_POOL_SIZE", "connections each process keeps to PostgreSQL", "database_pool_size"
+    ),
+    Documented(
+        "ANTHROPIC_API_KEY",
+        "the model endpoint's key (never logged, never sent to the model)",
+        "anthropic_api_key",
+    ),
+    Documented(
+        "ANTHROPIC_BASE_URL",
+        "the model endpoint: any server speaking the Anthropic Messages API",
+        "anthropic_base_url",
+    ),
+    Documented(
+        "MODEL_PROVIDER",
+        "`anthropic` or `demo`",
+        default_text="`anthropic` when a key or base URL is set, else `demo`",
+    ),
+    Documented("HOST_MODEL", "the host loop's and the agents' model", "host_model"),
+    Documented("FAST_MODEL", "memory reconcile, summaries, titles, build tools", "fast_model"),
+    Documented(
+        "THINKING_BUDGET", "extended-thinking budget for host calls (0: off)", "thinking_budget"
+    ),
+    Documented("CONTEXT_WINDOW_TOKENS", "the model's window", "context_window_tokens"),
+    Documented("MAX_ITERATIONS", "model calls per run before the wrap-up call", "max_iterations"),
+    Documented(
+        "HISTORY_MESSAGE_CAP",
+        "rows sent to the model, after merging same-role neighbours",
+        "history_message_cap",
+    ),
+    Documented(
+        "RATE_LIMIT_MESSAGES", "per person, on sending and answering", "rate_limit_messages"
+    ),
+    Documented(
+        "HEARTBEAT_SECONDS", "a live run's heartbeat and keepalive frame", "heartbeat_seconds"
+    ),
+    Documented(
+        "STALE_SECONDS", "a run without a heartbeat this long is reclaimed", "stale_seconds"
+    ),
+    Documented(
+        "STREAM_IDLE_SECONDS", "a model stream silent this long is cut", "stream_idle_seconds"
+    ),
+    Documented("MAX_RUN_SECONDS", "the longest a run may take", "max_run_seconds"),
+    Documented(
+        "MAX_CONCURRENT_RUNS",
+        "runs one person may have in flight across their chats (429 `TOO_MANY_RUNS`)",
+        "max_concurrent_runs",
+    ),
+    Documented(
+        "MODEL_CREDIT_WEIGHTS",
+        "credits a run costs per host model (`name=weight,...`; unlisted: 2)",
+        default_text="unset",
+    ),
+    Documented("RUN_LOGS", "record structured run logs", "run_logs"),
+    Documented(
+        "CHAT_TITLES", "the fast model names a chat after its first exchange", "chat_titles"
+    ),
+    Documented(
+        "FETCH_ALLOW_HOSTS",
+        "hosts `fetch_url` may reach although they resolve to private or loopback addresses (tests)",
+        default_text="unset",
+    ),
+    Documented(
+        "IMAGE_PROVIDER_URL",
+        "an OpenAI-compatible images endpoint (else local drafts)",
+        "image_provider_url",
+    ),
+    Documented("IMAGE_PROVIDER_KEY", "its key", "image_provider_key"),
+    Documented("IMAGE_MODEL", "its model", "image_model"),
+    Documented("VIDEO_PROVIDER_URL", "video is not set up without it", "video_provider_url"),
+    Documented("OPEN_SIGNUP", "whether anyone can create an account at `/signup`", "open_signup"),
+    Documented(
+        "MAX_MESSAGE_CHARS",
+        "the longest message a person can send (413 above)",
+        "max_message_chars",
+    ),
+    Documented("ATTACHMENT_MAX_BYTES", "the largest attachment", "attachment_max_bytes"),
+    Documented(
+        "GUNICORN_BIND", "gunicorn.conf.py: where gunicorn serves", default_text="`HOST:PORT`"
+    ),
+    Documented(
+        "GUNICORN_WORKER_CLASS", "gunicorn.conf.py: `gevent` or `gthread`", default_text="`gevent`"
+    ),
+    Documented("WEB_CONCURRENCY", "gunicorn.conf.py: worker processes", default_text="`2`"),
+    Documented(
+        "GUNICORN_WORKER_CONNECTIONS",
+        "gunicorn.conf.py: sockets per gevent worker",
+        default_text="`1000`",
+    ),
+    Documented(
+        "GUNICORN_THREADS", "gunicorn.conf.py: threads per gthread worker", default_text="`64`"
+    ),
+    Documented(
+        "GUNICORN_ACCESS_LOG", "gunicorn.conf.py: where to write the access log", default_text="off"
+    ),
+)
+
+
+def documented_default(setting: Documented) -> str:
+    if setting.default_text is not None:
+        return setting.default_text
+    value = getattr(Settings.__dataclass_fields__[setting.field], "default", None)
+    return (
+        "unset"
+        if value in (None, "", ())
+        else f"`{str(value).lower() if isinstance(value, bool) else value}`"
+    )

@@ -25,7 +25,7 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHMARKS: tuple[str, ...] = ("inserts", "turn_start", "serving")
+BENCHMARKS: tuple[str, ...] = ("inserts", "turn_start", "search", "serving")
 DATABASES: tuple[str, ...] = ("sqlite", "postgresql")
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"

@@ -363,6 +363,33 @@ def turn_start_table(result: dict) -> str:
     )
 
 
+def search_table(result: dict) -> str:
+    rows = [
+        [
+            case["database"],
+            f"{case['messages']:,}",
+            ms(case["search_p50_ms"]),
+            ms(case["search_p99_ms"]),
+            ms(case["lookup_p50_ms"]),
+            ms(case["lookup_p99_ms"]),
+            ratio(case["ratio_p50"]),
+        ]
+        for case in result.get("cases", [])
+    ]
+    return table(
+        [
+            "database",
+            "messages",
+            "search p50 ms",
+            "search p99 ms",
+            "indexed lookup p50 ms",
+            "lookup p99 ms",
+            "p50 ratio",
+        ],
+        rows,
+    )
+
+
 # --- the budget ----------------------------------------------------------------------------
 
 
@@ -833,6 +860,19 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
         ]
         if "turn_start" in figures:
             out += [f"![turn start against conversation length]({figures['turn_start']})", ""]
+    searched = results.get("search")
+    if searched:
+        out += [
+            "## Search",
+            "",
+            "`app.chat.search.search` (20 hits with snippets, and the chats whose title "
+            "matches) for one or two words, common and rare, over one person's "
+            f"{searched['cases'][0]['messages'] if searched['cases'] else 0:,} messages, beside a "
+            "plain lookup of one row through the (conversation, sequence) index.",
+            "",
+            search_table(searched),
+            "",
+        ]
     inserts = results.get("inserts")
     if inserts:
         out += [

@@ -5,6 +5,7 @@ from logging.config import fileConfig
 from alembic import context
 from flask import current_app
 
+from app.chat.search_index import include_in_comparison
 from app.models import Base
 
 config = context.config
@@ -20,6 +21,7 @@ def run_migrations_offline() -> None:
         url=database.url,
         target_metadata=Base.metadata,
         literal_binds=True,
+        include_object=include_in_comparison,
         **migrate_config.configure_args,
     )
     with context.begin_transaction():
@@ -38,6 +40,7 @@ def run_migrations_online() -> None:
             context.configure(
                 connection=connection,
                 target_metadata=Base.metadata,
+                include_object=include_in_comparison,
                 **migrate_config.configure_args,
             )
             with context.begin_transaction():

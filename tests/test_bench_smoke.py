@@ -25,7 +25,7 @@ def run_bench(tmp_path: Path, *args: str, timeout: int) -> subprocess.CompletedP
 
 
 def test_database_benchmarks_quick_on_sqlite_write_the_report(tmp_path):
-    completed = run_bench(tmp_path, "--only", "inserts,turn_start", timeout=60)
+    completed = run_bench(tmp_path, "--only", "inserts,turn_start,search", timeout=90)
     assert "central path rows/s" in completed.stdout
     assert "turn start p50 ms" in completed.stdout
 
@@ -43,8 +43,19 @@ def test_database_benchmarks_quick_on_sqlite_write_the_report(tmp_path):
         assert 0 < case["turn_start_p50_ms"] <= case["turn_start_p99_ms"]
         assert case["floor_p50_ms"] > 0 and case["tail_rows"] > 0
 
+    searched = json.loads((tmp_path / "search.json").read_text())
+    [case] = searched["cases"]
+    assert case["messages"] == 5_000
+    assert 0 < case["search_p50_ms"] <= case["search_p99_ms"] and case["lookup_p50_ms"] > 0
+
     report = (tmp_path / "docs" / "benchmarks.md").read_text()
-    for heading in ("## Machine", "## Budget (issue 10)", "## Turn start", "## Inserts"):
+    for heading in (
+        "## Machine",
+        "## Budget (issue 10)",
+        "## Turn start",
+        "## Search",
+        "## Inserts",
+    ):
         assert heading in report
     assert "Central insert path within 1.5x of a plain INSERT (sqlite, 8 writers)" in report
     assert "Turn start at most 10 ms p50" in report

@@ -5,6 +5,7 @@ from alembic.migration import MigrationContext
 from flask_migrate import upgrade
 from sqlalchemy import inspect
 
+from app.chat.search_index import include_in_comparison
 from app.models import Base
 
 
@@ -18,7 +19,12 @@ def test_upgrade_from_empty_matches_the_models(make_app):
     assert "alembic_version" in tables
     with engine.connect() as connection:
         context = MigrationContext.configure(
-            connection, opts={"compare_type": True, "render_as_batch": True}
+            connection,
+            opts={
+                "compare_type": True,
+                "render_as_batch": True,
+                "include_object": include_in_comparison,
+            },
         )
         differences = compare_metadata(context, Base.metadata)
     assert differences == []

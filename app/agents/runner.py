@@ -64,7 +64,7 @@ def _context_message(ctx: ToolContext, args: dict[str, Any]) -> tuple[str, Offer
             )
         )
     for output_id in args.get("reference_output_ids") or []:
-        reference = ctx.owned(Output, output_id, "output")
+        reference = ctx.saw(ctx.owned(Output, output_id, "output"))
         parts.append(
             f"## Reference output {reference.id} ({reference.agent}: {reference.title})\n"
             + json.dumps(reference.content, ensure_ascii=False)

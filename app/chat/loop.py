@@ -29,11 +29,13 @@ from app.chat.models import (
     Message,
     Run,
 )
+from app.chat.provenance import stamped
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_log import RunLog, elapsed_ms
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
+from app.chat.search import index_row
 from app.chat.steps import RunSteps
-from app.chat.taint import held_for_approval, is_tainted, named_hosts
+from app.chat.taint import held_for_approval, typed_urls, untrusted_sources
 from app.chat.titles import propose_title
 from app.chat.toolset import widen_to_build
 from app.db import utcnow
@@ -87,8 +89,10 @@ class HostLoop:
         self.conversation_id = conversation_id
         self.user_id = user_id
         self.iterations = 0
-        self.tainted = False
-        self.named_hosts: set[str] = set()
+        # The untrusted content the model has been sent (app/chat/taint.py): while there
+        # is any, writes and fetches of addresses the person did not type are held.
+        self.sources: list[dict[str, Any]] = []
+        self.typed_urls: set[str] = set()
         self.run_log = RunLog(services.database, services.settings, run_id, conversation_id)
         self.watch: StreamWatch | None = None
         # Metered after the run: model calls that answered, and calls of billable tools
@@ -106,8 +110,8 @@ class HostLoop:
         """What the run needs to know before its first model call, read in the claiming
         transaction (every transaction saved is latency before the first token)."""
         self.approval_pending = awaiting_approval(session, self.conversation_id) is not None
-        self.tainted = is_tainted(session, self.conversation_id, self.services.tools)
-        self.named_hosts = named_hosts(session, self.conversation_id)
+        self.sources = untrusted_sources(session, self.conversation_id, self.services.tools)
+        self.typed_urls = typed_urls(session, self.conversation_id)
         # A branched conversation (app/chat/branches.py): rows pushed during the run carry
         # no siblings, so clients re-render the shown branch once it ends.
         self.branched = (
@@ -119,6 +123,22 @@ class HostLoop:
             is not None
         )
         self.state_loaded = True
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.sources)
+
+    def read_untrusted(self, tool: Tool | None, result: ToolResult, context=None) -> list:
+        """The untrusted content a result carries; the conversation is tainted from now."""
+        if result.is_error:
+            return []
+        found = list(result.untrusted_sources) + list(context.read_untrusted if context else [])
+        if tool is not None and tool.untrusted and not found:
+            found = [{"tool": tool.name}]
+        for source in found:
+            if source not in self.sources:
+                self.sources.append(source)
+        return found
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -291,7 +311,12 @@ class HostLoop:
         return row
 
     def persist_tool_result(
-        self, session, tool_use: dict, tool_name: str, result: ToolResult
+        self,
+        session,
+        tool_use: dict,
+        tool_name: str,
+        result: ToolResult,
+        untrusted: list[dict[str, Any]] | None = None,
     ) -> list[Message]:
         """The hidden result row the model reads, plus any rows shown to the person."""
         rows = [
@@ -313,6 +338,7 @@ class HostLoop:
                 tool_name,
                 result.content,
                 is_error=result.is_error,
+                untrusted=untrusted,
             )
         )
         return rows
@@ -353,7 +379,7 @@ class HostLoop:
             self.record_result(tool_use, name, ToolResult(checked.problem, True), checked.coerced)
             return None
         if self.tainted:
-            held = held_for_approval(tool, checked.arguments, self.named_hosts)
+            held = held_for_approval(tool, checked.arguments, self.typed_urls)
             if held is not None:
                 return held
         stage = "resolving_context" if tool.category == "read" else None
@@ -361,20 +387,21 @@ class HostLoop:
             self.emit(ev.Timeline(self.run_id, stage, "started", detail=name))
         started = time.monotonic()
         with self.services.database.session() as session:
-            outcome = invoke(tool, self.tool_context(session, tool_use), checked.arguments)
+            context = self.tool_context(session, tool_use)
+            with stamped(session, context):
+                outcome = invoke(tool, context, checked.arguments)
             if tool.phase == "build" and not (isinstance(outcome, ToolResult) and outcome.is_error):
                 widen_to_build(session, self.conversation_id)
             if isinstance(outcome, Pause):
                 session.commit()
                 return outcome
             # The tool's own writes and its result rows commit together.
-            rows = self.persist_tool_result(session, tool_use, name, outcome)
+            untrusted = self.read_untrusted(tool, outcome, context)
+            rows = self.persist_tool_result(session, tool_use, name, outcome, untrusted)
             self._touch(session)
             self.ensure_running(session)
             session.commit()
         self.log_tool_call(tool_use, name, checked.arguments, outcome, started, checked.coerced)
-        if tool.untrusted and not outcome.is_error:
-            self.tainted = True
         if tool.billable and not outcome.is_error:
             self.billable_calls += 1
         if stage:
@@ -445,6 +472,7 @@ class HostLoop:
             row = session.get(Message, assistant_row.id)
             row.kind = "card"
             row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
+            index_row(session, row)  # shown from now on
             self._touch(session)
             self.ensure_running(session)
             session.commit()
@@ -474,11 +502,13 @@ class HostLoop:
                 )
             else:
                 context = self.tool_context(session, tool_use)
-                outcome = invoke(tool, context, card["arguments"], approved=True)
+                with stamped(session, context):
+                    outcome = invoke(tool, context, card["arguments"], approved=True)
                 result = outcome if isinstance(outcome, ToolResult) else _as_result(outcome)
+            untrusted = self.read_untrusted(tool, result, None if tool is None else context)
             row = session.get(Message, row.id)
             row.meta = {**row.meta, "card": {**row.meta["card"], "executed": True}}
-            rows = self.persist_tool_result(session, tool_use, card["tool"], result)
+            rows = self.persist_tool_result(session, tool_use, card["tool"], result, untrusted)
             self.ensure_running(session)
             session.commit()
         self.log_tool_call(tool_use, card["tool"], card["arguments"], result, started)
@@ -502,6 +532,7 @@ class HostLoop:
             emit=self.emit,
             tool_use_id=tool_use["id"],
             should_stop=self.is_cancelled,
+            untrusted_sources=list(self.sources),
         )
 
     def restore_unanswered_fork(self) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, event, text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.chat import search_index
 from app.db import NEVER_REUSED_IDS, Base, utcnow
 
 IDLE, STREAMING, ERROR = "IDLE", "STREAMING", "ERROR"
@@ -120,3 +121,16 @@ class RunLogEntry(Base):
     at: Mapped[datetime] = mapped_column(default=utcnow)
     kind: Mapped[str] = mapped_column(String(32))
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+@event.listens_for(Message.__table__, "after_create")
+def _create_search_index(_table, connection, **_kwargs) -> None:
+    """The full-text index lives beside the rows (app/chat/search_index.py)."""
+    for statement in search_index.create_statements(connection.dialect.name):
+        connection.exec_driver_sql(statement)
+
+
+@event.listens_for(Message.__table__, "before_drop")
+def _drop_search_index(_table, connection, **_kwargs) -> None:
+    for statement in search_index.drop_statements(connection.dialect.name):
+        connection.exec_driver_sql(statement)

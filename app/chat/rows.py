@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, make_transient_to_detached
 
 from app.chat.budget import estimate_blocks
 from app.chat.models import Conversation, Message
+from app.chat.search import index_row
 from app.db import utcnow
 
 _messages = Message.__table__
@@ -89,7 +90,7 @@ def insert_message(
         "created_at": utcnow(),
     }
     inserted = session.execute(_INSERT_NEXT, {**values, "of_conversation": conversation_id}).one()
-    return _persistent_row(
+    row = _persistent_row(
         session,
         {
             **values,
@@ -98,6 +99,8 @@ def insert_message(
             "parent_sequence": inserted.parent_sequence,
         },
     )
+    index_row(session, row, new=True)  # searchable in the same transaction
+    return row
 
 
 def insert_tool_result(
@@ -108,8 +111,10 @@ def insert_tool_result(
     content: Any,
     *,
     is_error: bool = False,
+    untrusted: list[dict[str, Any]] | None = None,
 ) -> Message:
-    """The hidden row that answers one tool_use: what the model reads, never rendered."""
+    """The hidden row that answers one tool_use: what the model reads, never rendered.
+    `untrusted`: the untrusted content it carries (app/chat/taint.py reads it)."""
     block: dict[str, Any] = {
         "type": "tool_result",
         "tool_use_id": tool_use_id,
@@ -117,13 +122,10 @@ def insert_tool_result(
     }
     if is_error:
         block["is_error"] = True
-    return insert_message(
-        session,
-        conversation_id,
-        role="user",
-        kind="tool_result",
-        meta={"blocks": [block], "hidden": True, "tool": tool_name},
-    )
+    meta: dict[str, Any] = {"blocks": [block], "hidden": True, "tool": tool_name}
+    if untrusted:
+        meta["untrusted"] = untrusted
+    return insert_message(session, conversation_id, role="user", kind="tool_result", meta=meta)
 
 
 def result_text(content: Any) -> str:

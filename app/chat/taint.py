@@ -1,83 +1,107 @@
-"""Prompt-injection taint: once a run has read untrusted content (a web page, an
-attachment), whatever that content says could be steering the model. From then on, every
-call that changes something, and any fetch to a host the person never named, waits for
-the person's approval of its exact arguments. The model cannot turn this off."""
+"""Prompt-injection taint: a property of what the model is sent, computed from rows.
+
+A conversation is tainted while any untrusted content is in what its model receives: a
+tool result that carried untrusted content (a fetched page, an attached file, a saved
+output made from one: the row's `untrusted` sources), which stays in the history or in
+the summary compacted from it, or a remembered fact that came from untrusted content
+(it is in every system prompt). Nothing the person types clears it, and any process
+computes the same answer from the same rows.
+
+While tainted, every call that writes (`Tool.writes`) and every fetch of a URL the person
+did not type themselves waits for the person's approval of its exact arguments. The model
+cannot turn this off; reading the workspace never asks."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.chat.models import Message
+from app.chat.models import Conversation, Message
+from app.chat.provenance import untrusted_facts
+from app.memory.models import UserMemory
+from app.tools.held import REASON, fetch_confirmation
 from app.tools.registry import Pause, Tool, ToolRegistry, confirmation
+from app.tools.urls import normal_url, url_view
 
 URL_TOOLS = {"fetch_url"}
-HOST_PATTERN = re.compile(
-    r"\b(?:https?://)?((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}|\d{1,3}(?:\.\d{1,3}){3})\b",
-    re.I,
-)
-REASON = (
-    "This conversation has read outside content (a web page or an attachment) that could "
-    "contain instructions meant for the assistant. Check that this is something you asked for."
-)
+TYPED_URL = re.compile(r"https?://[^\s<>\"'`]+", re.I)
+TRAILING = ".,;:!?)]}»”’"
 
 
-def rows_since_last_message(session: Session, conversation_id: int) -> list[Message]:
-    last_typed = (
-        session.scalar(
-            select(Message.sequence)
-            .where(Message.conversation_id == conversation_id, Message.kind == "user")
-            .order_by(Message.sequence.desc())
-            .limit(1)
-        )
-        or 0
+def untrusted_sources(session: Session, conversation_id: int, registry: ToolRegistry) -> list:
+    """The untrusted content this conversation's model is sent; empty when none."""
+    sources: list[dict[str, Any]] = []
+
+    def add(source: dict[str, Any]) -> None:
+        if source not in sources:
+            sources.append(source)
+
+    # Only the small parts of each result row (never the page text itself): this runs
+    # in the transaction that claims a run, before its first token.
+    results = session.execute(
+        select(
+            Message.meta["untrusted"],
+            Message.meta["tool"].as_string(),
+            Message.meta[("blocks", 0, "is_error")].as_boolean(),
+        ).where(Message.conversation_id == conversation_id, Message.kind == "tool_result")
     )
-    return list(
-        session.scalars(
-            select(Message)
-            .where(Message.conversation_id == conversation_id, Message.sequence > last_typed)
-            .order_by(Message.sequence)
-        )
-    )
+    for recorded, tool_name, failed in results:
+        for source in _row_sources(recorded, tool_name, bool(failed), registry):
+            add(source)
+    user_id = session.scalar(select(Conversation.user_id).where(Conversation.id == conversation_id))
+    for fact in untrusted_facts(session.get(UserMemory, user_id) if user_id else None):
+        add({"memory": fact})
+    return sources
+
+
+def _row_sources(
+    recorded: Any, tool_name: str | None, failed: bool, registry: ToolRegistry
+) -> list[dict[str, Any]]:
+    if recorded:
+        return list(recorded)
+    # Rows written before sources were recorded: the tool's own flag decides.
+    tool = registry.get(tool_name or "")
+    if tool is not None and tool.untrusted and not failed:
+        return [{"tool": tool.name}]
+    return []
 
 
 def is_tainted(session: Session, conversation_id: int, registry: ToolRegistry) -> bool:
-    """Untrusted content was consumed since the person last wrote."""
-    for row in rows_since_last_message(session, conversation_id):
-        if row.kind != "tool_result":
-            continue
-        tool = registry.get(row.meta.get("tool", ""))
-        failed = any(block.get("is_error") for block in row.meta.get("blocks", []))
-        if tool is not None and tool.untrusted and not failed:
-            return True
-    return False
+    return bool(untrusted_sources(session, conversation_id, registry))
 
 
-def named_hosts(session: Session, conversation_id: int) -> set[str]:
-    """Hosts the person wrote themselves anywhere in this conversation."""
+def typed_urls(session: Session, conversation_id: int) -> set[str]:
+    """Every full URL the person typed themselves in this conversation (normalized)."""
     texts = session.scalars(
         select(Message.content).where(
             Message.conversation_id == conversation_id, Message.kind == "user"
         )
     )
-    return {match.lower() for text in texts for match in HOST_PATTERN.findall(text or "")}
+    found = set()
+    for text in texts:
+        for match in TYPED_URL.findall(text or ""):
+            normal = normal_url(match.rstrip(TRAILING))
+            if normal:
+                found.add(normal)
+    return found
 
 
-def held_for_approval(tool: Tool, arguments: dict[str, Any], hosts: set[str]) -> Pause | None:
-    """The confirmation card for a call a tainted run may not make on its own, or None."""
+def held_for_approval(tool: Tool, arguments: dict[str, Any], typed: set[str]) -> Pause | None:
+    """The confirmation card for a call a tainted conversation may not make on its own,
+    or None. Every such call is held, a repeat of a declined or dismissed one too."""
     if tool.on_approved is not None:
-        return None  # it asks the person itself
-    if not tool.read_only:
-        return confirmation(arguments, REASON, f"Allow {tool.name.replace('_', ' ')}?")
+        return None  # it asks the person itself, with what it will save
+    if tool.writes(arguments):
+        pause = confirmation(arguments, REASON, f"Allow {tool.name.replace('_', ' ')}?")
+        if tool.held_details is not None:
+            pause.card.update(tool.held_details(arguments))
+        return pause
     if tool.name in URL_TOOLS:
-        host = (urlsplit(str(arguments.get("url", ""))).hostname or "").lower()
-        if host not in hosts:
-            reason = (
-                f"{REASON} You have not mentioned {host or 'this address'} in this conversation."
-            )
-            return confirmation(arguments, reason, f"Allow fetching {host or 'this address'}?")
+        url = str(arguments.get("url", ""))
+        if normal_url(url) not in typed:
+            reason = f"{REASON} You did not type this exact address yourself."
+            return fetch_confirmation(arguments, url_view(url), reason)
     return None

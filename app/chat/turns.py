@@ -23,6 +23,7 @@ from app.chat.runs import (
     lock_conversation,
     start_run,
 )
+from app.chat.search import index_row
 from app.config import Settings
 from app.services import Services
 from app.tools.context import ToolContext
@@ -100,9 +101,10 @@ def _tool_result_row(session, conversation_id: int, card: dict, result: dict) ->
     return insert_tool_result(session, conversation_id, card["toolUseId"], card["tool"], result)
 
 
-def _close_card(card_row: Message, status: str, answer: dict) -> None:
+def _close_card(session: Session, card_row: Message, status: str, answer: dict) -> None:
     card = {**card_row.meta["card"], "status": status, "answer": answer}
     card_row.meta = {**card_row.meta, "card": card, "awaiting": None}
+    index_row(session, card_row)  # the answer is searchable too
 
 
 def _start(session: Session, conversation, trigger: str, rows: list[Message]) -> StartedTurn:
@@ -141,7 +143,7 @@ def _close_waiting(session: Session, conversation_id: int, dismissal: dict) -> l
     card_row = awaiting_card(session, conversation_id)
     if card_row is not None:
         _tool_result_row(session, conversation_id, card_row.meta["card"], dismissal)
-        _close_card(card_row, "dismissed", dismissal)
+        _close_card(session, card_row, "dismissed", dismissal)
         rows.append(card_row)
     approved_row = awaiting_approval(session, conversation_id)
     if approved_row is not None:
@@ -303,7 +305,7 @@ def submit_tool_response(
             raise TurnRejected(400, "INVALID_ANSWER", problem)
         answer, status = result, "answered"
     _tool_result_row(session, conversation.id, card, answer)
-    _close_card(card_row, status, answer)
+    _close_card(session, card_row, status, answer)
     return _start(session, conversation, "tool_response", [card_row])
 
 
@@ -330,11 +332,11 @@ def _answer_confirmation(session, conversation, card_row: Message, result: dict)
         )
     card = card_row.meta["card"]
     if approved:
-        _close_card(card_row, "answered", {"approved": True})
+        _close_card(session, card_row, "answered", {"approved": True})
         card_row.meta = {**card_row.meta, "card": {**card_row.meta["card"], "executed": False}}
     else:
         _tool_result_row(session, conversation.id, card, {"approved": False, "message": DECLINED})
-        _close_card(card_row, "answered", {"approved": False})
+        _close_card(session, card_row, "answered", {"approved": False})
     return _start(session, conversation, "tool_response", [card_row])
 
 

@@ -21,6 +21,9 @@ class UserMemory(Base):
     )
     instructions: Mapped[str] = mapped_column(Text, default="")
     facts: Mapped[list[Any]] = mapped_column(default=list)
+    # Facts saved from a conversation that had read untrusted content: fact -> the
+    # sources it read. A fact no longer in `facts` is ignored (app/chat/provenance.py).
+    untrusted_facts: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

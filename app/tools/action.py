@@ -18,8 +18,15 @@ from sqlalchemy import select
 
 from app.agents.outputs import fast_structured_output, saved_output
 from app.chat.models import Conversation
+from app.chat.provenance import mark_facts
 from app.media.providers import ImageStyle, image_provider, normalise_colours
-from app.memory.store import MemoryRefused, reconcile
+from app.memory.store import (
+    MemoryRefused,
+    Operation,
+    apply_operations,
+    fallback_operations,
+    reconcile,
+)
 from app.tools.context import ToolContext
 from app.tools.read import asset_url
 from app.tools.registry import Pause, ToolFailure, ToolRegistry, ToolResult, confirmation, tool
@@ -855,6 +862,11 @@ def generate_video(ctx: ToolContext, args: dict) -> str:
     )
 
 
+def _writes_phase(args: dict) -> bool:
+    # Back to discovery removes tools; only the switch to build adds the ones that write.
+    return args.get("phase") == "build"
+
+
 @action_tool(
     "set_phase",
     "Switch this conversation's phase. In discovery you can look things up, ask and write "
@@ -866,6 +878,7 @@ def generate_video(ctx: ToolContext, args: dict) -> str:
     properties={"phase": {"enum": ["discovery", "build"]}},
     required=("phase",),
     phase="discovery",
+    writes_when=_writes_phase,
     label="Switched the chat's phase",
 )
 def set_phase(ctx: ToolContext, args: dict) -> dict:
@@ -874,6 +887,25 @@ def set_phase(ctx: ToolContext, args: dict) -> dict:
     return {
         "phase": args["phase"],
         "note": "The tools for this phase are available from your next step.",
+    }
+
+
+def exact_memory_operations(instruction: str) -> list[Operation]:
+    """What a remember call from a tainted conversation saves: the instruction's facts
+    read by fixed rules (no model rewrites them), so the card shows exactly these."""
+    try:
+        return fallback_operations(instruction)
+    except MemoryRefused:
+        return []
+
+
+def _memory_card(args: dict) -> dict:
+    operations = exact_memory_operations(str(args.get("instruction", "")))
+    return {
+        "memory": [
+            {"op": operation.op, "fact": operation.fact, "newFact": operation.new_fact}
+            for operation in operations
+        ]
     }
 
 
@@ -886,9 +918,12 @@ def set_phase(ctx: ToolContext, args: dict) -> dict:
     properties={"instruction": {"type": "string", "minLength": 1, "maxLength": 2000}},
     required=("instruction",),
     phase="discovery",
+    held_details=_memory_card,
     label="Updated your memory",
 )
 def remember(ctx: ToolContext, args: dict) -> dict:
+    if ctx.tainted:
+        return _remember_exactly(ctx, args["instruction"])
     try:
         outcome = reconcile(
             ctx.session,
@@ -901,4 +936,21 @@ def remember(ctx: ToolContext, args: dict) -> dict:
         )
     except MemoryRefused as refusal:
         raise ToolFailure(str(refusal)) from refusal
+    return {"remembered_facts": outcome.facts, "changes": outcome.changes}
+
+
+def _remember_exactly(ctx: ToolContext, instruction: str) -> dict:
+    """The approved card's facts, as shown, marked as from untrusted content."""
+    operations = exact_memory_operations(instruction)
+    if not operations:
+        raise ToolFailure("There is nothing to remember in that instruction.")
+    try:
+        outcome = apply_operations(
+            ctx.session, ctx.user_id, operations, source="tool", actor_id=ctx.user_id
+        )
+    except MemoryRefused as refusal:
+        raise ToolFailure(str(refusal)) from refusal
+    saved = [change["replaced_by"] or change["fact"] for change in outcome.changes]
+    kept = [fact for fact in saved if fact in outcome.facts]
+    mark_facts(ctx.session, ctx.user_id, kept, ctx.untrusted_sources)
     return {"remembered_facts": outcome.facts, "changes": outcome.changes}

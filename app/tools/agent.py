@@ -36,7 +36,8 @@ def _agent_tool(agent: AgentDefinition) -> Tool:
         input_schema=AGENT_INPUT,
         category="agent",
         handler=lambda ctx, args: run_agent(ctx, agent, args),
-        read_only=True,
+        # An agent saves what it writes as an output: a writing tool for the taint gate.
+        read_only=False,
         billable=True,
         note=f"{agent.tool_name}: {agent.description}",
         label=agent.step_label,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.orm import Session
@@ -30,6 +30,28 @@ class ToolContext:
     # Whether the run was stopped (or its chat deleted): a tool's own model stream checks
     # it as it reads, so Stop cuts an agent mid-write.
     should_stop: Callable[[], bool] | None = None
+    # The untrusted content the conversation's model has been sent (empty: none). While
+    # there is any, what a tool creates records these sources (app/chat/provenance.py).
+    untrusted_sources: list[dict[str, Any]] = field(default_factory=list)
+    # Untrusted content this call read from the workspace (an output made from a web page):
+    # it joins the result's sources, so the reading conversation is tainted too.
+    read_untrusted: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.untrusted_sources)
+
+    def saw(self, obj: Any, kind: str = "") -> Any:
+        """Note that this call read `obj` (a model instance, or a selected row with its
+        `untrusted_sources` and a `kind`); returns it. An object made from untrusted
+        content is itself untrusted content for whoever reads it."""
+        sources = getattr(obj, "untrusted_sources", None)
+        if sources:
+            kind = kind or type(obj).__tablename__.removesuffix("s")
+            entry = {"saved": kind, "id": getattr(obj, "id", None)}
+            if entry not in self.read_untrusted:
+                self.read_untrusted.append(entry)
+        return obj
 
     @property
     def settings(self) -> Settings:

@@ -12,7 +12,7 @@ import re
 import socket
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -58,11 +58,32 @@ class FetchedPage:
     truncated: bool
 
 
-def fetch_text(url: str, allow_hosts: tuple[str, ...] = ()) -> FetchedPage:
+class RedirectHeld(Exception):
+    """A redirect the caller would not follow on its own (nothing was sent to `target`)."""
+
+    def __init__(self, source: str, target: str):
+        super().__init__(f"{source} redirected to {target}")
+        self.source = source
+        self.target = target
+
+
+def cross_host_redirects_held(current: httpx.URL, target: httpx.URL) -> None:
+    """A redirect policy: stay on the host that was asked for, or stop before leaving it."""
+    if _normal_host(target.host) != _normal_host(current.host):
+        raise RedirectHeld(str(current), str(target))
+
+
+def fetch_text(
+    url: str,
+    allow_hosts: tuple[str, ...] = (),
+    on_redirect: Callable[[httpx.URL, httpx.URL], None] | None = None,
+) -> FetchedPage:
     """GET `url` (following at most 5 redirects) and return its readable text.
 
     `allow_hosts` names hostnames (or IP literals) that may resolve to private or loopback
-    addresses; it exists for tests and local development."""
+    addresses; it exists for tests and local development. `on_redirect(current, target)`
+    sees every redirect before it is followed and may refuse it by raising (RedirectHeld);
+    every hop is checked against the address rules as well."""
     allowed = {_normal_host(host) for host in allow_hosts}
     deadline = time.monotonic() + TIMEOUT_SECONDS
     current = _parse(url)
@@ -86,7 +107,10 @@ def fetch_text(url: str, allow_hosts: tuple[str, ...] = ()) -> FetchedPage:
                         raise FetchRefused(
                             f"Too many redirects (more than {MAX_REDIRECTS}) from {url}."
                         )
-                    current = _parse(str(current.join(location)))
+                    target = _parse(str(current.join(location)))
+                    if on_redirect is not None:
+                        on_redirect(current, target)
+                    current = target
                     continue
                 if not 200 <= response.status_code < 300:
                     raise FetchFailed(f"{current} answered HTTP {response.status_code}.")

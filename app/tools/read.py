@@ -8,8 +8,10 @@ from typing import Any
 from sqlalchemy import or_, select
 
 from app.tools.context import ToolContext
-from app.tools.fetch import fetch_text
-from app.tools.registry import ToolRegistry, tool
+from app.tools.fetch import RedirectHeld, cross_host_redirects_held, fetch_text
+from app.tools.held import REASON, fetch_confirmation
+from app.tools.registry import Pause, ToolRegistry, ToolResult, tool
+from app.tools.urls import url_view
 from app.workspace.models import (
     Attachment,
     Campaign,
@@ -200,6 +202,7 @@ def list_visual_assets(ctx: ToolContext, args: dict) -> dict:
         VisualAsset.kind,
         VisualAsset.preset,
         VisualAsset.offer_id,
+        VisualAsset.untrusted_sources,
     ).where(VisualAsset.user_id == ctx.user_id)
     if "offer_id" in args:
         offer = ctx.owned(Offer, args["offer_id"], "offer")
@@ -216,6 +219,7 @@ def list_visual_assets(ctx: ToolContext, args: dict) -> dict:
                 "url": asset_url(row.id),
             }
             for row in rows
+            if ctx.saw(row, "visual_asset")
         ]
     }
 
@@ -244,7 +248,7 @@ def get_chat_outputs(ctx: ToolContext, args: dict) -> dict:
         .order_by(Output.id)
         .limit(MAX_LISTED)
     ).all()
-    return {"outputs": [_output_summary(output) for output in outputs]}
+    return {"outputs": [_output_summary(ctx.saw(output)) for output in outputs]}
 
 
 @read_tool(
@@ -289,7 +293,7 @@ def list_offer_outputs(ctx: ToolContext, args: dict) -> dict:
     label="Read a saved result",
 )
 def get_output(ctx: ToolContext, args: dict) -> dict:
-    output = ctx.owned(Output, args["output_id"], "output")
+    output = ctx.saw(ctx.owned(Output, args["output_id"], "output"))
     return {**_output_summary(output), "content": output.content}
 
 
@@ -320,7 +324,7 @@ def _briefing_summary(briefing: dict[str, Any]) -> dict[str, Any]:
     label="Checked a campaign",
 )
 def get_campaign_status(ctx: ToolContext, args: dict) -> dict:
-    campaign = ctx.owned(Campaign, args["campaign_id"], "campaign")
+    campaign = ctx.saw(ctx.owned(Campaign, args["campaign_id"], "campaign"))
     return {
         "id": campaign.id,
         "name": campaign.name,
@@ -443,11 +447,13 @@ def list_generation_models(ctx: ToolContext, args: dict) -> dict:
     untrusted=True,
     label="Read an attached file",
 )
-def read_attachment(ctx: ToolContext, args: dict) -> dict:
+def read_attachment(ctx: ToolContext, args: dict) -> ToolResult:
     attachment = ctx.owned(Attachment, args["attachment_id"], "attachment")
     text, truncated = _cap(attachment.text or "")
     has_text = bool(text.strip())
-    return {
+    source = {"tool": "read_attachment", "attachment_id": attachment.id}
+    source["filename"] = attachment.filename
+    content = {
         "untrusted": True,
         "attachment_id": attachment.id,
         "filename": attachment.filename,
@@ -456,6 +462,7 @@ def read_attachment(ctx: ToolContext, args: dict) -> dict:
         "truncated": truncated,
         "note": UNTRUSTED_FILE_NOTE if has_text else "No text could be extracted from this file.",
     }
+    return ToolResult(content, untrusted_sources=[source])
 
 
 @read_tool(
@@ -477,10 +484,16 @@ def read_attachment(ctx: ToolContext, args: dict) -> dict:
     untrusted=True,
     label="Read a web page",
 )
-def fetch_url(ctx: ToolContext, args: dict) -> dict:
-    page = fetch_text(args["url"], tuple(ctx.settings.fetch_allow_hosts))
+def fetch_url(ctx: ToolContext, args: dict) -> ToolResult | Pause:
+    # While tainted, a redirect to another host is held: the person approves the new
+    # address itself (an open redirect on a named host must not carry data elsewhere).
+    policy = cross_host_redirects_held if ctx.tainted else None
+    try:
+        page = fetch_text(args["url"], tuple(ctx.settings.fetch_allow_hosts), policy)
+    except RedirectHeld as held:
+        return _redirect_confirmation(held)
     text, capped = _cap(page.text)
-    return {
+    content = {
         "untrusted": True,
         "url": page.final_url,
         "title": page.title,
@@ -488,3 +501,9 @@ def fetch_url(ctx: ToolContext, args: dict) -> dict:
         "truncated": capped or page.truncated,
         "note": UNTRUSTED_WEB_NOTE,
     }
+    return ToolResult(content, untrusted_sources=[{"tool": "fetch_url", "url": page.final_url}])
+
+
+def _redirect_confirmation(held: RedirectHeld) -> Pause:
+    reason = f"{REASON} {held.source} redirected to another site, which was not contacted."
+    return fetch_confirmation({"url": held.target}, url_view(held.target), reason)

@@ -37,6 +37,10 @@ class ToolResult:
     is_error: bool = False
     # Rows the tool wants shown in the chat besides its (hidden) result, e.g. an image.
     visible_rows: list[dict[str, Any]] = field(default_factory=list)
+    # What untrusted content this result carries (a page, a file, a saved output made from
+    # one): each a small dict such as {"tool": "fetch_url", "url": ...}. The loop records
+    # them on the result row; from then on the conversation is tainted (app/chat/taint.py).
+    untrusted_sources: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -71,7 +75,15 @@ class Tool:
     category: Category
     handler: Handler
     phase: Phase = "discovery"
+    # False: the tool writes (saves, generates, starts, remembers, links). In a tainted
+    # conversation every call of a writing tool waits for the person (app/chat/taint.py).
     read_only: bool = True
+    # A writing tool whose call writes only for some arguments: False means this call
+    # changes nothing the gate protects (set_phase back to discovery).
+    writes_when: Callable[[dict[str, Any]], bool] | None = None
+    # What a held call's card shows besides its arguments, e.g. remember's exact facts.
+    held_details: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # Its results are untrusted content (a fetched page, an attached file).
     untrusted: bool = False
     billable: bool = False
     # UI tools: checks a posted answer before it resumes the run; returns an error or None.
@@ -84,6 +96,12 @@ class Tool:
     # What a run's steps call it, in plain words ("Looked up your offers"); empty: made
     # from the name ("List offers").
     label: str = ""
+
+    def writes(self, arguments: dict[str, Any]) -> bool:
+        """Whether this call changes something (the taint gate holds it)."""
+        if self.read_only:
+            return False
+        return self.writes_when is None or bool(self.writes_when(arguments))
 
     @property
     def step_label(self) -> str:

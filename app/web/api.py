@@ -27,6 +27,22 @@ from app.web.admin import admin_required
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
+from app.web.openapi import UPLOAD, Param, documented
+from app.web.shapes import (
+    AttachmentOut,
+    BranchBody,
+    BranchOut,
+    ChatCreate,
+    ChatCreated,
+    ChatList,
+    LoopBody,
+    MessageList,
+    RulesBody,
+    RulesOut,
+    RunOut,
+    RunStarted,
+    Stopped,
+)
 from app.web.turns import start_turn, stop_conversation, store_request_upload, switch_branch
 from app.workspace.attachments import AttachmentRefused
 
@@ -57,6 +73,7 @@ def optional_string(data: dict, key: str, max_length: int) -> str | None:
 
 
 @bp.post("/chats")
+@documented("POST", "Create a chat", response=ChatCreated, status=201, body=ChatCreate)
 @login_required
 def create_chat():
     data = json_body() if request.content_length else {}
@@ -68,6 +85,7 @@ def create_chat():
 
 
 @bp.get("/chats")
+@documented("GET", "List your chats", response=ChatList)
 @login_required
 def list_chats():
     chats = conversations_for(db_session(), current_user.id)
@@ -75,6 +93,12 @@ def list_chats():
 
 
 @bp.get("/chats/<int:conversation_id>/messages")
+@documented(
+    "GET",
+    "The shown branch's rows",
+    response=MessageList,
+    query=(Param("after", {"type": "integer", "minimum": 0}, "rows above this sequence"),),
+)
 @login_required
 def list_messages(conversation_id: int):
     conversation = owned_conversation(conversation_id)
@@ -138,6 +162,13 @@ def _loop_request(data: dict, max_chars: int):
 
 
 @bp.post("/chats/<int:conversation_id>/loop")
+@documented(
+    "POST",
+    "Send a message, answer a card, regenerate or edit",
+    response=RunStarted,
+    status=202,
+    body=LoopBody,
+)
 @login_required
 @message_rate_limit
 def loop(conversation_id: int):
@@ -151,6 +182,7 @@ def loop(conversation_id: int):
 
 
 @bp.put("/chats/<int:conversation_id>/branch")
+@documented("PUT", "Show the branch through a row", response=BranchOut, body=BranchBody)
 @login_required
 def choose_branch(conversation_id: int):
     """Show the branch through row `sequence`; every client follows (docs/CONTRACT.md)."""
@@ -175,6 +207,7 @@ def _branch_body(conversation_id: int) -> dict:
 
 
 @bp.post("/chats/<int:conversation_id>/stop")
+@documented("POST", "Stop the reply being written", response=Stopped)
 @login_required
 def stop(conversation_id: int):
     owned_or_404(Conversation, conversation_id)
@@ -183,6 +216,7 @@ def stop(conversation_id: int):
 
 
 @bp.get("/runs/<int:run_id>")
+@documented("GET", "A run's status", response=RunOut)
 @login_required
 def get_run(run_id: int):
     run = owned_or_404(Run, run_id)
@@ -242,6 +276,7 @@ def _rule_inputs(data: dict) -> list[RuleInput]:
 
 
 @bp.get("/admin/guidelines")
+@documented("GET", "The shared guidelines (admins)", response=RulesOut)
 @admin_required
 def get_guidelines():
     session = db_session()
@@ -251,6 +286,7 @@ def get_guidelines():
 
 
 @bp.put("/admin/guidelines")
+@documented("PUT", "Replace the shared guidelines (admins)", response=RulesOut, body=RulesBody)
 @admin_required
 def put_guidelines():
     """Replace the whole ordered list in one transaction; on any error nothing changes."""
@@ -269,6 +305,7 @@ def put_guidelines():
 
 
 @bp.post("/chats/<int:conversation_id>/attachments")
+@documented("POST", "Attach a file", response=AttachmentOut, status=201, body=UPLOAD)
 @login_required
 def upload_attachment(conversation_id: int):
     """Attach a file to a conversation (multipart/form-data, field `file`) for the model to

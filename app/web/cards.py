@@ -317,6 +317,9 @@ def card_view(card: dict) -> dict:
             json.dumps(arguments, ensure_ascii=False, indent=2) if arguments is not None else ""
         ),
         "tool": card.get("tool", ""),
+        # A held call's exact address and memory change, shown as they will run.
+        "url": card.get("url") if isinstance(card.get("url"), dict) else None,
+        "memory": [item for item in card.get("memory") or [] if isinstance(item, dict)],
     }
 
 

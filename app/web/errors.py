@@ -29,20 +29,26 @@ CODES = {
 class ApiError(HTTPException):
     """An error with a stable code, raised anywhere in a request."""
 
-    def __init__(self, status: int, message: str, code: str | None = None, headers=None):
+    def __init__(
+        self, status: int, message: str, code: str | None = None, headers=None, field=None
+    ):
         super().__init__(description=message)
         self.code = status
         self.error_code = code or CODES.get(status, "ERROR")
         self.extra_headers = headers or {}
+        self.field = field  # the input at fault, named in JSON errors
 
 
-def error_response(status: int, code: str, message: str, headers=None):
+def error_response(status: int, code: str, message: str, headers=None, field=None):
     if request.headers.get("HX-Request") == "true" and not request.path.startswith("/api/"):
         # An htmx request swaps a fragment: say what went wrong in the page's banner.
         response = make_response(render_template("chat/_banner.html", message=message), status)
         response.headers.update({"HX-Retarget": "#banner", "HX-Reswap": "outerHTML"})
     elif wants_json():
-        response = jsonify({"error": {"code": code, "message": message}})
+        body = {"code": code, "message": message}
+        if field is not None:
+            body["field"] = field
+        response = jsonify({"error": body})
     else:
         response = make_response(render_template("error.html", status=status, message=message))
     response.status_code = status
@@ -93,7 +99,9 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(ApiError)
     def _api(error: ApiError):
-        return error_response(error.code, error.error_code, error.description, error.extra_headers)
+        return error_response(
+            error.code, error.error_code, error.description, error.extra_headers, error.field
+        )
 
     @app.errorhandler(429)
     def _rate_limited(error):

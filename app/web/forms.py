@@ -55,6 +55,15 @@ class ChatTitleForm(Form):
 
 
 class OfferForm(Form):
+    # The JSON API takes the colours as a list (app/web/workspace_api.py joins them).
+    api_shapes = {
+        "brand_colors": {
+            "type": "array",
+            "items": {"type": "string", "pattern": HEX_COLOUR.pattern},
+            "maxItems": 20,
+            "description": "Brand colours, like #1f6feb",
+        }
+    }
     name = StringField("Name", validators=[DataRequired(), Length(max=120)])
     description = TextAreaField("What it is", validators=[Optional(), Length(max=4000)])
     audience = TextAreaField("Who it is for", validators=[Optional(), Length(max=2000)])
@@ -73,6 +82,14 @@ class OfferForm(Form):
     def colour_list(self) -> list[str]:
         return [c.strip() for c in (self.brand_colors.data or "").split(",") if c.strip()]
 
+    def apply_to(self, offer) -> None:
+        """The validated values onto the offer (the page and the API save the same way)."""
+        offer.name = self.name.data.strip()
+        offer.description = self.description.data or ""
+        offer.audience = self.audience.data or ""
+        offer.price = self.price.data or ""
+        offer.brand_colors = self.colour_list()
+
 
 class PersonaForm(Form):
     name = StringField("Name", validators=[DataRequired(), Length(max=120)])
@@ -80,6 +97,13 @@ class PersonaForm(Form):
     description = TextAreaField("Who they are", validators=[Optional(), Length(max=4000)])
     pains = TextAreaField("Pains", validators=[Optional(), Length(max=2000)])
     goals = TextAreaField("Goals", validators=[Optional(), Length(max=2000)])
+
+    def apply_to(self, persona) -> None:
+        persona.name = self.name.data.strip()
+        persona.offer_id = self.offer_id.data or None
+        persona.description = self.description.data or ""
+        persona.pains = self.pains.data or ""
+        persona.goals = self.goals.data or ""
 
 
 class TokenForm(Form):

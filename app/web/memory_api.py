@@ -20,6 +20,8 @@ from app.memory.store import (
 from app.web.api import json_body
 from app.web.errors import ApiError
 from app.web.identity import db_session
+from app.web.openapi import documented
+from app.web.shapes import MemoryBody, MemoryOut, MemoryText
 
 bp = Blueprint("memory_api", __name__, url_prefix="/api/memory")
 
@@ -34,6 +36,7 @@ def _current():
 
 
 @bp.get("")
+@documented("GET", "Your memory", response=MemoryOut)
 @login_required
 def get_memory():
     return jsonify(_current())
@@ -55,6 +58,7 @@ def _facts_field(data: dict) -> list[str] | None:
 
 
 @bp.put("")
+@documented("PUT", "Set your instructions and facts", response=MemoryOut, body=MemoryBody)
 @login_required
 def put_memory():
     """Set instructions and/or the exact list of facts (an explicit edit)."""
@@ -125,6 +129,7 @@ def _reconciled(source: str):
 
 
 @bp.post("/instruct")
+@documented("POST", "Tell Loopdesk what to remember", response=MemoryOut, body=MemoryText)
 @login_required
 @model_work_rate_limit
 def instruct():
@@ -132,6 +137,7 @@ def instruct():
 
 
 @bp.post("/import")
+@documented("POST", "Learn facts from a text", response=MemoryOut, body=MemoryText)
 @login_required
 @model_work_rate_limit
 def import_text():

@@ -14,9 +14,10 @@ from flask_login import current_user, login_required
 from sqlalchemy import select
 
 from app.accounts.models import ApiToken, User
+from app.chat.provenance import untrusted_facts
 from app.db import utcnow
 from app.extensions import limiter, model_work_rate_limit
-from app.memory.models import MemoryChange
+from app.memory.models import MemoryChange, UserMemory
 from app.memory.store import (
     MAX_FACT_CHARS,
     MAX_FACTS,
@@ -105,6 +106,8 @@ def memory_context(target: MemoryTarget, **overrides) -> dict:
         "urls": target.urls,
         "instructions": instructions,
         "facts": facts,
+        # Facts saved from a conversation that had read untrusted content (badged).
+        "untrusted_facts": untrusted_facts(db_session().get(UserMemory, target.user_id)),
         "history": memory_history(target.user_id),
         "fact_form": FactForm(formdata=None),
         "import_form": ImportForm(formdata=None),

@@ -78,11 +78,7 @@ def edit_offer(offer_id: int | None = None):
         if offer is None:
             offer = Offer(user_id=current_user.id)
             session.add(offer)
-        offer.name = form.name.data.strip()
-        offer.description = form.description.data or ""
-        offer.audience = form.audience.data or ""
-        offer.price = form.price.data or ""
-        offer.brand_colors = form.colour_list()
+        form.apply_to(offer)
         session.commit()
         flash(f"Saved {offer.name}.")
         return redirect(url_for("workspace.offers"))
@@ -115,16 +111,35 @@ def edit_persona(persona_id: int | None = None):
         if persona is None:
             persona = Persona(user_id=current_user.id)
             session.add(persona)
-        persona.name = form.name.data.strip()
-        persona.offer_id = form.offer_id.data or None
-        persona.description = form.description.data or ""
-        persona.pains = form.pains.data or ""
-        persona.goals = form.goals.data or ""
+        form.apply_to(persona)
         session.commit()
         flash(f"Saved {persona.name}.")
         return redirect(url_for("workspace.personas"))
     status = 400 if request.method == "POST" else 200
     return render_template("workspace/persona_form.html", form=form, persona=persona), status
+
+
+@bp.post("/offers/<int:offer_id>/delete")
+@login_required
+def delete_offer(offer_id: int):
+    """What was made for the offer stays: its personas, outputs, images and campaigns
+    are kept, no longer tied to an offer (the keys are ON DELETE SET NULL)."""
+    return _delete(owned_or_404(Offer, offer_id), "workspace.offers", Offer)
+
+
+@bp.post("/personas/<int:persona_id>/delete")
+@login_required
+def delete_persona(persona_id: int):
+    """Characters cast from the persona stay, no longer tied to it."""
+    return _delete(owned_or_404(Persona, persona_id), "workspace.personas", Persona)
+
+
+def _delete(item, listing: str, model):
+    session = db_session()
+    name = item.name
+    session.delete(item)
+    session.commit()
+    return _after_delete(name, url_for(listing), "", none_left=not _count(model))
 
 
 # Saved outputs and visual assets

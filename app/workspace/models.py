@@ -63,6 +63,9 @@ class VisualAsset(Base):
     content_type: Mapped[str] = mapped_column(String(80), default="image/png")
     data: Mapped[bytes | None] = mapped_column(LargeBinary)
     meta: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # What untrusted content (a web page, an attachment...) the conversation that made it
+    # had read: None when it came from trusted input only (app/chat/provenance.py).
+    untrusted_sources: Mapped[list[Any] | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -81,6 +84,9 @@ class Output(Base):
     agent: Mapped[str] = mapped_column(String(60))
     title: Mapped[str] = mapped_column(String(200))
     content: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # What untrusted content (a web page, an attachment...) the conversation that made it
+    # had read: None when it came from trusted input only (app/chat/provenance.py).
+    untrusted_sources: Mapped[list[Any] | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -98,6 +104,9 @@ class Character(Base):
     )
     name: Mapped[str] = mapped_column(String(120))
     description: Mapped[str] = mapped_column(Text, default="")
+    # What untrusted content (a web page, an attachment...) the conversation that made it
+    # had read: None when it came from trusted input only (app/chat/provenance.py).
+    untrusted_sources: Mapped[list[Any] | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -111,6 +120,9 @@ class Campaign(Base):
     name: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(24), default="draft")
     briefing: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # What untrusted content (a web page, an attachment...) the conversation that made it
+    # had read: None when it came from trusted input only (app/chat/provenance.py).
+    untrusted_sources: Mapped[list[Any] | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

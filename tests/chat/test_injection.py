@@ -6,10 +6,8 @@ themselves still complete."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
-import threading
 
 import pytest
 from sqlalchemy import func, select
@@ -17,49 +15,11 @@ from sqlalchemy import func, select
 from app.memory.store import read_memory
 from app.workspace.models import Attachment, Campaign, Character, Output, VisualAsset
 from tests.chat.conftest import ChatDriver
+from tests.chat.injection_kit import Site
 from tests.fake_model import Turn, text, tool_use
 
 INSTRUCTION = re.compile(r"INSTRUCTION: call (\w+) (\{.*?\})(?:\s|$)", re.S)
 OBEYED_DONE = "Done as the page said."
-
-
-class Site:
-    """Pages with injected instructions, and a collector that must never be reached."""
-
-    def __init__(self):
-        self.pages: dict[str, str] = {}
-        self.collected: list[str] = []
-        site = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                if self.path.startswith("/collect"):
-                    site.collected.append(self.path)
-                body = site.pages.get(
-                    self.path.split("?")[0], "<html><body>ok</body></html>"
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def page(self, path: str, instruction: str) -> str:
-        self.pages[path] = (
-            f"<html><head><title>Spring tips</title></head><body><p>Great tips.</p><p>{instruction}</p></body></html>"
-        )
-        return f"{self.url}{path}"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

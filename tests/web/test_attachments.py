@@ -4,6 +4,7 @@ the model reads with read_attachment; anything else is refused and nothing is st
 from __future__ import annotations
 
 import io
+from unittest.mock import ANY
 
 import pytest
 from PIL import Image
@@ -127,7 +128,14 @@ def read_attachment(app, user_id, chat_id, attachment_id) -> dict:
             services=services,
             emit=lambda event: None,
         )
-        return services.tools.get("read_attachment").handler(ctx, {"attachment_id": attachment_id})
+        result = services.tools.get("read_attachment").handler(
+            ctx, {"attachment_id": attachment_id}
+        )
+        # The result names the file as its untrusted source (the conversation's taint).
+        assert result.untrusted_sources == [
+            {"tool": "read_attachment", "attachment_id": attachment_id, "filename": ANY}
+        ]
+        return result.content
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from werkzeug.routing import AnyConverter
 from app.accounts.models import ApiToken, User
 from app.agents.models import Guideline
 from app.chat.models import Conversation, Run
-from app.workspace.models import Offer, Output, Persona, VisualAsset
+from app.workspace.models import Campaign, Character, Offer, Output, Persona, VisualAsset
 from tests.web.helpers import snapshot
 
 SKIPPED_ENDPOINTS = {"static", "sockets.chat_socket"}  # the socket has tests of its own
@@ -32,6 +32,8 @@ def bobs_ids(app, auth):
             Run(conversation_id=conversation.id, user_id=bob, status="completed"),
             Guideline(position=99, text="Bob is not an admin", enabled=True),
             token,
+            Character(user_id=bob, name="Bob's character"),
+            Campaign(user_id=bob, name="Bob's campaign"),
         ]
         session.add_all(rows)
         session.commit()
@@ -46,6 +48,8 @@ def bobs_ids(app, auth):
             "token_id": token.id,
             "user_id": bob,
             "tool_use_id": "toolu_bobs_card",
+            "character_id": rows[6].id,
+            "campaign_id": rows[7].id,
         }
 
 

@@ -1,0 +1,140 @@
+"""A conversation taken out: as Markdown a person reads, and as JSON a script reads.
+
+Both show what the chat page shows (the shown branch's visible rows, never hidden ones),
+with each attachment on the person's message it went with. No Flask here: the answered
+summary of a card comes from the caller (the web layer knows how cards read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.chat.branches import shown_rows
+from app.chat.conversations import conversation_dict
+from app.chat.models import Conversation
+from app.workspace.models import Attachment
+
+FORMATS = ("md", "json")
+CardSummary = Callable[[dict], list[dict]]  # [{"title", "answers": [label, ...]}]
+
+
+@dataclass(frozen=True)
+class ConversationExport:
+    chat: dict
+    rows: list[dict]
+    attachments: list[dict]
+
+    def as_json(self) -> dict:
+        return {"chat": self.chat, "messages": self.rows, "attachments": self.attachments}
+
+    def as_markdown(self, card_summary: CardSummary) -> str:
+        lines = [f"# {self.chat['title']}", ""]
+        for row in self.rows:
+            lines.extend(_row_markdown(row, card_summary))
+            for attachment in self.attachments:
+                if attachment["message_sequence"] == row["sequence"]:
+                    lines.append(
+                        f"*Attached: {attachment['filename']} ({attachment['size']} bytes)*"
+                    )
+                    lines.append("")
+        return "\n".join(lines).rstrip() + "\n"
+
+
+def export_conversation(session: Session, conversation: Conversation) -> ConversationExport:
+    rows = shown_rows(session, conversation)
+    attachments = session.scalars(
+        select(Attachment)
+        .where(Attachment.conversation_id == conversation.id)
+        .order_by(Attachment.id)
+    ).all()
+    person_rows = [row["sequence"] for row in rows if row["kind"] == "user"]
+    return ConversationExport(
+        conversation_dict(conversation),
+        rows,
+        [_attachment_dict(a, person_rows) for a in attachments],
+    )
+
+
+def _attachment_dict(attachment: Attachment, person_rows: list[int]) -> dict:
+    """`message_sequence`: the person's message it was sent with (None: not sent yet)."""
+    sent_with = next((seq for seq in person_rows if seq > attachment.after_sequence), None)
+    return {
+        "id": attachment.id,
+        "filename": attachment.filename,
+        "content_type": attachment.content_type,
+        "size": attachment.size,
+        "message_sequence": sent_with,
+        "created_at": attachment.created_at.isoformat() + "Z",
+    }
+
+
+def _row_markdown(row: dict, card_summary: CardSummary) -> list[str]:
+    when = row["created_at"].replace("T", " ")[:16] + " UTC"
+    who = "You" if row["kind"] == "user" else "Loopdesk"
+    lines = [f"## {who} · {when}", ""]
+    if row.get("content"):
+        lines.extend([row["content"], ""])
+    if "card" in row:
+        lines.extend(_card_markdown(row["card"], card_summary))
+    if "agentOutput" in row:
+        lines.extend(_output_markdown(row["agentOutput"]))
+    if row.get("stopped"):
+        lines.extend(["*Stopped*", ""])
+    return lines
+
+
+def _card_markdown(card: dict, card_summary: CardSummary) -> list[str]:
+    lines = [f"> **{card.get('title') or 'A question for you'}**"]
+    if card.get("kind") == "confirmation":
+        answer = card.get("answer") or {}
+        lines.append(">")
+        lines.append(f"> {card.get('reason', '')}".rstrip())
+        verdict = {True: "Allowed", False: "Declined"}.get(answer.get("approved"), "Not answered")
+        lines.extend([">", f"> Answer: {verdict}", ""])
+        return lines
+    for item in card_summary(card):
+        answers = ", ".join(item["answers"]) or "No answer"
+        lines.append(f"> - {item['title']}: {answers}")
+    if card.get("status") == "awaiting":
+        lines.append("> - (waiting for an answer)")
+    elif card.get("status") == "dismissed":
+        lines.append("> - (skipped)")
+    lines.append("")
+    return lines
+
+
+def _output_markdown(output: dict) -> list[str]:
+    name = output.get("agentName") or output.get("agent") or "Result"
+    lines = [f"### {name}: {output.get('title', '')}".rstrip(), ""]
+    lines.extend(_value_markdown(output.get("content"), 0))
+    lines.append("")
+    return lines
+
+
+def _value_markdown(value: Any, depth: int) -> list[str]:
+    indent = "  " * depth
+    if isinstance(value, dict):
+        lines = []
+        for key, item in value.items():
+            label = str(key).replace("_", " ")
+            if isinstance(item, (dict, list)):
+                lines.append(f"{indent}- **{label}**:")
+                lines.extend(_value_markdown(item, depth + 1))
+            else:
+                lines.append(f"{indent}- **{label}**: {item}")
+        return lines
+    if isinstance(value, list):
+        lines = []
+        for item in value:
+            if isinstance(item, (dict, list)):
+                lines.append(f"{indent}-")
+                lines.extend(_value_markdown(item, depth + 1))
+            else:
+                lines.append(f"{indent}- {item}")
+        return lines
+    return [f"{indent}{value}"] if value not in (None, "") else []

@@ -1,0 +1,219 @@
+"""Search over one person's chats: their titles and the text of the rows they can see.
+
+Hidden rows (tool results, tool-turn text) are never indexed, and every query is joined
+to the person's own conversations, so neither can come back. One function answers on
+both databases (FTS5 on SQLite, a tsvector under GIN on PostgreSQL), ranked by each
+database's own measure (bm25, ts_rank); see app/chat/search_index.py for the tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import DateTime, select, text
+from sqlalchemy.orm import Session
+
+from app.chat.models import Conversation, Message
+from app.chat.search_index import POSTGRES_CONFIG, TABLE
+
+MAX_TERMS = 8
+MAX_INDEXED_CHARS = 20_000
+TITLE_HITS = 5  # chats whose title matches, ahead of the first page of rows
+MAX_OFFSET = 10_000
+# Private-use characters mark the matched words in a snippet: never typed, never markup.
+MARK_START, MARK_END = "\ue000", "\ue001"
+_TERM = re.compile(r"[^\W_]+", re.UNICODE)
+# Card and output keys that are ids and states, not words a person would look for.
+_NOT_TEXT_KEYS = {"toolUseId", "tool", "status", "type", "id", "outputId", "agent", "offerId"}
+
+
+@dataclass(frozen=True)
+class Hit:
+    conversation_id: int
+    title: str
+    sequence: int | None  # None: the chat's title matched
+    kind: str | None
+    snippet: str
+    highlights: tuple[tuple[int, int], ...]  # [start, end) of each matched word
+    at: datetime
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    hits: list[Hit]
+    next_offset: int | None
+
+
+def search_terms(query: str) -> list[str]:
+    """The words of a query (punctuation and FTS operators dropped), at most MAX_TERMS."""
+    return _TERM.findall(query.lower())[:MAX_TERMS]
+
+
+def search(session: Session, user_id: int, query: str, limit: int = 20, offset: int = 0):
+    """Ranked hits for `query` among `user_id`'s chats. The first page begins with up to
+    TITLE_HITS chats whose title has every word; rows follow, `limit` a page."""
+    terms = search_terms(query)
+    if not terms:
+        return SearchPage([], None)
+    rows = _row_hits(session, user_id, terms, limit + 1, offset)
+    more = len(rows) > limit
+    hits = (_title_hits(session, user_id, terms) if offset == 0 else []) + rows[:limit]
+    return SearchPage(hits, offset + limit if more else None)
+
+
+def index_row(session: Session, row: Message, *, new: bool = False) -> None:
+    """Put a row's searchable text in the index, or take it out when hidden. Called in the
+    transaction that writes the row; `new`: just inserted, so nothing to replace."""
+    body = "" if row.hidden else searchable_text(row.kind, row.content, row.meta)
+    sqlite = session.get_bind().dialect.name == "sqlite"
+    if sqlite and not new:
+        session.execute(text(f"DELETE FROM {TABLE} WHERE rowid = :id"), {"id": row.id})
+    if not sqlite and not body:
+        if not new:
+            session.execute(text(f"DELETE FROM {TABLE} WHERE message_id = :id"), {"id": row.id})
+        return
+    if not body:
+        return
+    statement = (
+        f"INSERT INTO {TABLE} (rowid, body) VALUES (:id, :body)"
+        if sqlite
+        else f"INSERT INTO {TABLE} (message_id, body) VALUES (:id, :body)"
+        " ON CONFLICT (message_id) DO UPDATE SET body = excluded.body"
+    )
+    session.execute(text(statement), {"id": row.id, "body": body})
+
+
+def searchable_text(kind: str, content: str, meta: dict[str, Any]) -> str:
+    """What a person would search a row by: its text, a card's questions and answer, an
+    agent output's fields."""
+    parts = [content or ""]
+    if kind == "card" and "card" in meta:
+        parts.extend(_strings(meta["card"]))
+    if kind == "agent_output" and "agentOutput" in meta:
+        parts.extend(_strings(meta["agentOutput"]))
+    return "\n".join(part for part in parts if part.strip())[:MAX_INDEXED_CHARS]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in _NOT_TEXT_KEYS:
+                yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _row_hits(session: Session, user_id: int, terms: list[str], limit: int, offset: int):
+    sqlite = session.get_bind().dialect.name == "sqlite"
+    statement = _SQLITE_ROWS if sqlite else _POSTGRES_ROWS
+    match = (
+        " ".join(f'"{term}"*' for term in terms)
+        if sqlite
+        else " & ".join(f"{term}:*" for term in terms)
+    )
+    found = session.execute(
+        statement,
+        {
+            "match": match,
+            "user_id": user_id,
+            "limit": limit,
+            "offset": min(offset, MAX_OFFSET),
+            "mark_start": MARK_START,
+            "mark_end": MARK_END,
+            "headline": f"StartSel={MARK_START}, StopSel={MARK_END}, MaxWords=24, "
+            "MinWords=10, MaxFragments=1, FragmentDelimiter=…",
+        },
+    )
+    return [
+        Hit(r.conversation_id, r.title, r.sequence, r.kind, *_highlighted(r.snippet), r.created_at)
+        for r in found
+    ]
+
+
+_SQLITE_ROWS = text(
+    f"""
+    SELECT m.conversation_id, m.sequence, m.kind, m.created_at, c.title,
+           snippet({TABLE}, 0, :mark_start, :mark_end, '…', 16) AS snippet
+    FROM {TABLE}
+    JOIN messages AS m ON m.id = {TABLE}.rowid
+    JOIN conversations AS c ON c.id = m.conversation_id
+    WHERE {TABLE} MATCH :match AND c.user_id = :user_id
+    ORDER BY bm25({TABLE}), m.id DESC
+    LIMIT :limit OFFSET :offset
+    """
+).columns(created_at=DateTime())
+_POSTGRES_ROWS = text(
+    f"""
+    SELECT m.conversation_id, m.sequence, m.kind, m.created_at, c.title,
+           ts_headline('{POSTGRES_CONFIG}', s.body, q.query, :headline) AS snippet
+    FROM {TABLE} AS s
+    CROSS JOIN to_tsquery('{POSTGRES_CONFIG}', :match) AS q(query)
+    JOIN messages AS m ON m.id = s.message_id
+    JOIN conversations AS c ON c.id = m.conversation_id
+    WHERE s.document @@ q.query AND c.user_id = :user_id
+    ORDER BY ts_rank(s.document, q.query) DESC, m.id DESC
+    LIMIT :limit OFFSET :offset
+    """
+).columns(created_at=DateTime())
+
+
+def _title_hits(session: Session, user_id: int, terms: list[str]) -> list[Hit]:
+    """A person's chats are few: their titles are matched word by word, not indexed."""
+    conditions = [Conversation.title.ilike(f"%{_escaped(term)}%", escape="\\") for term in terms]
+    chats = session.execute(
+        select(Conversation.id, Conversation.title, Conversation.updated_at)
+        .where(Conversation.user_id == user_id, *conditions)
+        .order_by(Conversation.updated_at.desc())
+        .limit(TITLE_HITS)
+    )
+    return [
+        Hit(
+            chat.id,
+            chat.title,
+            None,
+            None,
+            chat.title,
+            _title_marks(chat.title, terms),
+            chat.updated_at,
+        )
+        for chat in chats
+    ]
+
+
+def _escaped(term: str) -> str:
+    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _title_marks(title: str, terms: list[str]) -> tuple[tuple[int, int], ...]:
+    lowered = title.lower()
+    marks = []
+    for term in terms:
+        start = lowered.find(term)
+        if start >= 0:
+            marks.append((start, start + len(term)))
+    return tuple(sorted(marks))
+
+
+def _highlighted(snippet: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """The snippet's plain text and where its marked words are."""
+    plain: list[str] = []
+    marks: list[tuple[int, int]] = []
+    length, start = 0, None
+    for piece in re.split(f"([{MARK_START}{MARK_END}])", snippet or ""):
+        if piece == MARK_START:
+            start = length
+        elif piece == MARK_END:
+            if start is not None and length > start:
+                marks.append((start, length))
+            start = None
+        else:
+            plain.append(piece)
+            length += len(piece)
+    return "".join(plain), tuple(marks)

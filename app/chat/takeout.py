@@ -1,0 +1,123 @@
+"""Everything of one person's in one zip: every chat (Markdown and JSON), every output,
+asset, attachment and workspace record, and their memory.
+
+Built without holding the database: each chat, and each table, is read in its own short
+read transaction (DEFERRED on SQLite: it never takes or waits for the write lock), and
+the zip is written between them, into a temporary file rather than memory.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from typing import IO, Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.chat.export import CardSummary, export_conversation
+from app.chat.models import Conversation
+from app.db import Database, read_transaction
+from app.memory.models import UserMemory
+from app.workspace.attachments import safe_filename
+from app.workspace.models import (
+    Attachment,
+    Campaign,
+    Character,
+    Offer,
+    Output,
+    Persona,
+    VisualAsset,
+)
+
+IN_MEMORY_BYTES = 8 * 1024 * 1024  # beyond this the archive spills to a temporary file
+IMAGE_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
+WORKSPACE = {
+    "offers": Offer,
+    "personas": Persona,
+    "characters": Character,
+    "campaigns": Campaign,
+    "outputs": Output,
+}
+
+
+def build_archive(database: Database, user_id: int, card_summary: CardSummary) -> IO[bytes]:
+    """The person's data as a zip, rewound and ready to send."""
+    # Handed to the response, which closes it once sent.
+    archive = tempfile.SpooledTemporaryFile(max_size=IN_MEMORY_BYTES)  # noqa: SIM115
+    with database.session() as session, zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        for chat_id in _ids(
+            session, select(Conversation.id).where(Conversation.user_id == user_id)
+        ):
+            with read_transaction(session):
+                exported = export_conversation(session, session.get(Conversation, chat_id))
+            z.writestr(f"chats/{chat_id}.md", exported.as_markdown(card_summary))
+            z.writestr(f"chats/{chat_id}.json", _json(exported.as_json()))
+            session.expunge_all()
+        for name, model in WORKSPACE.items():
+            with read_transaction(session):
+                records = [_record(item) for item in _owned(session, model, user_id)]
+            z.writestr(f"{name}.json", _json(records))
+        _write_files(session, z, user_id)
+        with read_transaction(session):
+            memory = session.get(UserMemory, user_id)
+            facts = {
+                "instructions": memory.instructions if memory else "",
+                "facts": memory.facts if memory else [],
+            }
+        z.writestr("memory.json", _json(facts))
+    archive.seek(0)
+    return archive
+
+
+def _write_files(session: Session, z: zipfile.ZipFile, user_id: int) -> None:
+    """Assets and attachments one at a time: their bytes are the largest part."""
+    assets = []
+    for asset_id in _ids(session, select(VisualAsset.id).where(VisualAsset.user_id == user_id)):
+        with read_transaction(session):
+            asset = session.get(VisualAsset, asset_id)
+            record = _record(asset, skip=("data",))
+            data = asset.data
+        if data:
+            extension = IMAGE_EXTENSIONS.get(asset.content_type, "bin")
+            record["file"] = f"assets/{asset_id}.{extension}"
+            z.writestr(record["file"], data)
+        assets.append(record)
+        session.expunge_all()
+    z.writestr("assets.json", _json(assets))
+    attachments = []
+    for attachment_id in _ids(session, select(Attachment.id).where(Attachment.user_id == user_id)):
+        with read_transaction(session):
+            attachment = session.get(Attachment, attachment_id)
+            record = _record(attachment, skip=("data", "text"))
+            data = attachment.data
+        record["file"] = f"attachments/{attachment_id}-{safe_filename(attachment.filename)}"
+        z.writestr(record["file"], data)
+        attachments.append(record)
+        session.expunge_all()
+    z.writestr("attachments.json", _json(attachments))
+
+
+def _ids(session: Session, query) -> list[int]:
+    with read_transaction(session):
+        return list(session.scalars(query.order_by(query.selected_columns[0])))
+
+
+def _owned(session: Session, model, user_id: int) -> Iterable[Any]:
+    return session.scalars(select(model).where(model.user_id == user_id).order_by(model.id))
+
+
+def _record(item: Any, skip: tuple[str, ...] = ()) -> dict:
+    values = {}
+    for column in item.__table__.columns:
+        if column.key in skip:
+            continue
+        value = getattr(item, column.key)
+        values[column.key] = value.isoformat() + "Z" if hasattr(value, "isoformat") else value
+    return values
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2)

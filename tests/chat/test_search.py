@@ -1,0 +1,140 @@
+"""Search across one person's chats: ranked, with snippets, never hidden rows or other
+people's, and in step with every write (on SQLite and PostgreSQL alike)."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from app.chat.conversations import create_conversation, rename_conversation
+from app.chat.models import Conversation, Message
+from app.chat.rows import insert_message
+from app.chat.search import index_row, search, search_terms
+
+
+def _chat(session, user_id, title=None, rows=()):
+    conversation = create_conversation(session, user_id, title)
+    for kind, content, *meta in rows:
+        insert_message(
+            session,
+            conversation.id,
+            role="user" if kind == "user" else "assistant",
+            kind=kind,
+            content=content,
+            meta=meta[0] if meta else None,
+        )
+    session.commit()
+    return conversation.id
+
+
+def _found(session, user_id, query):
+    return [(hit.conversation_id, hit.sequence) for hit in search(session, user_id, query).hits]
+
+
+def test_a_hit_names_its_chat_and_row_and_marks_the_words(app, auth, db):
+    ada = auth.create()
+    chat = _chat(
+        db,
+        ada,
+        rows=[
+            ("user", "Draft the spring newsletter for the bakery"),
+            ("host", "Here is a **newsletter** draft: fresh croissants every morning."),
+        ],
+    )
+    hits = search(db, ada, "croissants").hits
+    assert [(h.conversation_id, h.sequence, h.kind) for h in hits] == [(chat, 2, "host")]
+    snippet, marks = hits[0].snippet, hits[0].highlights
+    assert "croissants" in snippet
+    assert [snippet[start:end].lower() for start, end in marks] == ["croissants"]
+    assert "\ue000" not in snippet
+
+
+def test_words_are_stemmed_and_the_last_one_may_be_unfinished(app, auth, db):
+    ada = auth.create()
+    chat = _chat(db, ada, rows=[("user", "We are launching the campaign on Monday")])
+    assert _found(db, ada, "launch") == [(chat, 1)]
+    assert _found(db, ada, "campaign mond") == [(chat, 1)]
+    assert _found(db, ada, "campaign tuesday") == []
+
+
+def test_the_row_with_more_of_the_words_ranks_first(app, auth, db):
+    ada = auth.create()
+    chat = _chat(
+        db,
+        ada,
+        rows=[
+            ("user", "pricing for the offer"),
+            ("host", "Pricing pricing pricing: the offer's pricing page, pricing tiers."),
+            ("user", "what about the logo"),
+        ],
+    )
+    assert _found(db, ada, "pricing")[:2] == [(chat, 2), (chat, 1)]
+
+
+def test_hidden_rows_and_other_peoples_chats_are_never_found(app, auth, db):
+    ada, bo = auth.create(), auth.create("bo@example.com")
+    _chat(db, bo, rows=[("user", "the secret flamingo plan")])
+    _chat(
+        db,
+        ada,
+        rows=[
+            ("tool_result", "flamingo from a tool", {"hidden": True}),
+            ("host", "flamingo in a tool turn", {"hidden": True}),
+        ],
+    )
+    assert _found(db, ada, "flamingo") == []
+    assert len(_found(db, bo, "flamingo")) == 1
+
+
+def test_a_row_shown_later_becomes_findable_and_a_deleted_chat_is_gone(app, auth, db):
+    ada = auth.create()
+    chat = _chat(db, ada, rows=[("host", "Which palette do you like?", {"hidden": True})])
+    assert _found(db, ada, "palette") == []
+    row = db.query(Message).filter_by(conversation_id=chat).one()
+    row.kind = "card"
+    row.meta = {"card": {"title": "Pick a palette", "questions": [{"label": "Teal or coral"}]}}
+    index_row(db, row)
+    db.commit()
+    assert _found(db, ada, "coral") == [(chat, 1)]
+
+    db.delete(db.get(Conversation, chat))
+    db.commit()
+    assert _found(db, ada, "palette") == []
+    left = db.execute(text("SELECT count(*) FROM message_search")).scalar()
+    assert left == 0  # the index forgets the rows with them
+
+
+def test_titles_match_first_and_a_renamed_chat_is_found_by_its_new_title(app, auth, db):
+    ada = auth.create()
+    chat = _chat(db, ada, "Autumn launch", rows=[("user", "autumn colours for the launch")])
+    hits = search(db, ada, "autumn").hits
+    assert [(h.conversation_id, h.sequence) for h in hits] == [(chat, None), (chat, 1)]
+    rename_conversation(db.get(Conversation, chat), "Winter sale")
+    db.commit()
+    assert _found(db, ada, "winter") == [(chat, None)]
+    assert (chat, None) not in _found(db, ada, "autumn")
+
+
+def test_agent_outputs_are_found_by_their_fields(app, auth, db):
+    ada = auth.create()
+    output = {"agent": "copywriter", "title": "Hero copy", "content": {"headline": "Bake joy"}}
+    chat = _chat(db, ada, rows=[("agent_output", "", {"agentOutput": output})])
+    assert _found(db, ada, "bake joy") == [(chat, 1)]
+
+
+def test_pages_follow_the_cursor_until_there_are_no_more(app, auth, db):
+    ada = auth.create()
+    _chat(db, ada, rows=[("user", f"note {n} about mangoes") for n in range(5)])
+    first = search(db, ada, "mangoes", limit=2)
+    second = search(db, ada, "mangoes", limit=2, offset=first.next_offset)
+    third = search(db, ada, "mangoes", limit=2, offset=second.next_offset)
+    seen = [h.sequence for page in (first, second, third) for h in page.hits]
+    assert sorted(seen) == [1, 2, 3, 4, 5]
+    assert third.next_offset is None
+
+
+def test_operators_and_punctuation_are_words_not_syntax(app, auth, db):
+    ada = auth.create()
+    chat = _chat(db, ada, rows=[("user", 'C++ and "quotes" NEAR(x) OR 100%')])
+    assert search_terms('"NEAR( OR* 100%') == ["near", "or", "100"]
+    assert _found(db, ada, 'quotes" OR') == [(chat, 1)]
+    assert _found(db, ada, "*") == []

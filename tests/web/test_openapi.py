@@ -1,0 +1,79 @@
+"""The OpenAPI document: generated from the routes, covering every JSON route, served and
+rendered; and Schemathesis, from its generated requests, finds no 5xx and no answer
+that differs from its declared shape."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import response_schema_conformance
+
+from app.web.openapi import openapi_document
+from tests.web.helpers import add_conversation, add_offer, add_persona, add_token, add_user
+
+# CI runs a short pass; `make fuzz` a long one.
+EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "12"))
+
+
+def test_every_json_route_is_in_the_document(app):
+    with app.test_request_context():
+        document, undocumented = openapi_document(app)
+    assert undocumented == []
+    assert document["openapi"] == "3.1.0"
+    paths = document["paths"]
+    for path in ("/api/offers/{offer_id}", "/api/search", "/api/chats/{conversation_id}/loop"):
+        assert path in paths
+    assert set(paths["/api/offers/{offer_id}"]) >= {"get", "patch", "delete"}
+    body = paths["/api/offers"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["required"] == ["name"]  # from the page's form
+    assert body["properties"]["name"]["maxLength"] == 120
+
+
+def test_the_document_is_served_and_rendered_for_people(client):
+    served = client.get("/api/openapi.json")
+    assert served.status_code == 200 and served.get_json()["info"]["title"] == "Loopdesk API"
+    page = client.get("/api/docs")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    assert "/api/offers/{offer_id}" in html and "Create an offer" in html
+
+
+@pytest.fixture
+def api_schema(make_app, fake_model):
+    app = make_app(anthropic_base_url=fake_model.base_url)
+    user = add_user(app, "ada@example.com")
+    offer = add_offer(app, user, "Ada's offer")
+    add_persona(app, user, "Ada's buyer", offer_id=offer)
+    add_conversation(app, user, "Ada's chat")
+    _, raw = add_token(app, user, "schemathesis")
+    schema = schemathesis.openapi.from_wsgi("/api/openapi.json", app)
+    schema.config.headers = {"Authorization": f"Bearer {raw}"}
+    return schema
+
+
+def test_generated_requests_get_no_5xx_and_declared_shapes(api_schema):
+    """Every operation, one after the other (schemathesis's pytest fixture loader does not
+    work with this pytest); each failure names its operation."""
+    failures = []
+    for loaded in api_schema.get_all_operations():
+        operation = loaded.ok()
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        )
+        def check(case):
+            case.call_and_validate(checks=[not_a_server_error, response_schema_conformance])
+
+        try:
+            check()
+        except Exception as failure:  # every operation runs; all failures are reported
+            failures.append(f"{operation.label}: {failure}")
+    assert not failures, "\n\n".join(failures)
