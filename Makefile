@@ -42,8 +42,12 @@ browser:
 test: setup browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-# The property-based API tests for much longer than the suite runs them.
+# The property-based tests at length: every route and form (tests/web/test_fuzz_routes.py,
+# FUZZ_EXAMPLES generated requests; the suite makes 150) and the JSON API against its
+# OpenAPI document (Schemathesis); no per-test timeout.
+FUZZ_EXAMPLES ?= 20000
 fuzz: setup
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=0 tests/web/test_fuzz_routes.py
 	SCHEMATHESIS_EXAMPLES=500 $(VENV)/bin/pytest -o addopts="" -q tests/web/test_openapi.py
 
 lint: setup

@@ -82,6 +82,11 @@ def create_app(test_config: dict | None = None) -> Flask:
     sock.init_app(app)
     _init_login(app)
 
+    from app.web import input_gate
+
+    # Before the blueprints (their rules use its `int` converter) and before the CSRF
+    # hook (which reads the form).
+    input_gate.init_app(app)
     _register_blueprints(app)
     from app.web.errors import register_error_handlers
 

@@ -150,6 +150,22 @@ class Settings:
     rate_limit_signup: str = "10 per hour"
     max_message_chars: int = 100_000
     attachment_max_bytes: int = 5_000_000
+    # JSON bodies and socket messages nested deeper than this answer 400.
+    max_json_depth: int = 32
+    # Model calls and background work started from a request (onboarding, memory
+    # instruct/import, settings import), per person, in flask-limiter's notation.
+    rate_limit_model_work: str = "20 per 10 minutes"
+    # Onboarding starters written at once per process; more wait in its queue.
+    onboarding_threads: int = 4
+    # PDF text extraction (a separate process): seconds, and decoded page content bytes
+    # (a stream shared by many pages counts once per page) before it is refused.
+    pdf_extract_seconds: float = 15
+    pdf_max_content_bytes: int = 8_000_000
+    # Sockets one person may hold open at once (per process), and catch-up rows per
+    # request and requests per minute on one socket.
+    max_sockets_per_person: int = 20
+    socket_catch_up_rows: int = 200
+    socket_catch_ups_per_minute: int = 30
     extra: dict = field(default_factory=dict)
 
     @property
@@ -232,6 +248,14 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         rate_limit_signup=env.get("RATE_LIMIT_SIGNUP") or "10 per hour",
         max_message_chars=_int(env, "MAX_MESSAGE_CHARS", 100_000),
         attachment_max_bytes=_int(env, "ATTACHMENT_MAX_BYTES", 5_000_000),
+        max_json_depth=_int(env, "MAX_JSON_DEPTH", 32),
+        rate_limit_model_work=env.get("RATE_LIMIT_MODEL_WORK") or "20 per 10 minutes",
+        onboarding_threads=_int(env, "ONBOARDING_THREADS", 4),
+        pdf_extract_seconds=_float(env, "PDF_EXTRACT_SECONDS", 15),
+        pdf_max_content_bytes=_int(env, "PDF_MAX_CONTENT_BYTES", 8_000_000),
+        max_sockets_per_person=_int(env, "MAX_SOCKETS_PER_PERSON", 20),
+        socket_catch_up_rows=_int(env, "SOCKET_CATCH_UP_ROWS", 200),
+        socket_catch_ups_per_minute=_int(env, "SOCKET_CATCH_UPS_PER_MINUTE", 30),
     )
     values.update(overrides)
     if values["session_lifetime_days"] < 1:

@@ -23,3 +23,29 @@ def _message_limit() -> str:
 
 # One budget per person shared by every way of sending a message (API and page).
 message_rate_limit = limiter.shared_limit(_message_limit, scope="messages", methods=["POST"])
+
+
+def _model_work_limit() -> str:
+    from flask import current_app
+
+    return current_app.config["LOOPDESK"].rate_limit_model_work
+
+
+# One budget per person for every route that calls a model or starts background work
+# without being a message (onboarding, memory instruct and import, settings import).
+MODEL_WORK_SCOPE = "model-work"
+model_work_rate_limit = limiter.shared_limit(
+    _model_work_limit, scope=MODEL_WORK_SCOPE, methods=["POST"]
+)
+
+
+def _skipping_welcome() -> bool:
+    from flask import request
+
+    return request.form.get("action") == "skip"
+
+
+# /welcome's "Skip" starts nothing: only its other posts spend the budget.
+welcome_rate_limit = limiter.shared_limit(
+    _model_work_limit, scope=MODEL_WORK_SCOPE, methods=["POST"], exempt_when=_skipping_welcome
+)

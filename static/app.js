@@ -76,13 +76,26 @@ const Loopdesk = (() => {
 
     // Every (re)connect: tell the server the last row we hold; having subscribed first,
     // it sends the rows persisted since, so nothing falls between fetch and subscribe.
-    document.body.addEventListener("htmx:wsOpen", (event) => {
+    let socket = null;
+    function catchUp() {
       // ...and the branch it shows, so a branch switch missed meanwhile is sent whole.
       const branch = document.getElementById("branch-state");
-      event.detail.socketWrapper.sendImmediately(JSON.stringify({
+      socket.sendImmediately(JSON.stringify({
         after: lastSequence(rows), branch: branch ? branch.dataset.branch : undefined,
       }));
+    }
+    document.body.addEventListener("htmx:wsOpen", (event) => {
+      socket = event.detail.socketWrapper;
+      catchUp();
       document.body.dataset.socket = "open";
+    });
+    // A catch-up is sent a page of rows at a time: the server's #catch-up-more marker
+    // says more follow, and the next page is asked for from the last row held.
+    document.body.addEventListener("htmx:wsAfterMessage", () => {
+      const more = document.getElementById("catch-up-more");
+      if (!socket || !more || !more.dataset.after) return;
+      delete more.dataset.after;
+      catchUp();
     });
     document.body.addEventListener("htmx:wsClose", () => {
       document.body.dataset.socket = "closed";

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -201,12 +202,55 @@ def _generate_and_store(services, database: Database, user_id: int) -> None:
         session.commit()
 
 
-def start_generation(services, database: Database, user_id: int) -> threading.Thread:
-    thread = threading.Thread(
-        target=generate_and_store,
-        args=(services, database, user_id),
-        name=f"starters-{user_id}",
-        daemon=True,
-    )
-    thread.start()
-    return thread
+class StarterWriters:
+    """A bounded pool for the background job: at most `threads` write at once, at most
+    QUEUE_PER_THREAD times as many wait, and one account has at most one job queued or
+    running (posting /welcome again meanwhile starts nothing more)."""
+
+    QUEUE_PER_THREAD = 8
+
+    def __init__(self, threads: int) -> None:
+        self.threads = max(1, threads)
+        self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="starters")
+        self.lock = threading.Lock()
+        self.accounts: set[int] = set()
+
+    def submit(self, services, database: Database, user_id: int) -> Future | None:
+        """The job's future, or None when the account has one already or the queue is
+        full (the caller then stores the default starters)."""
+        with self.lock:
+            if user_id in self.accounts:
+                return None
+            if len(self.accounts) >= self.threads * (1 + self.QUEUE_PER_THREAD):
+                return None
+            self.accounts.add(user_id)
+        return self.pool.submit(self._run, services, database, user_id)
+
+    def is_running(self, user_id: int) -> bool:
+        with self.lock:
+            return user_id in self.accounts
+
+    def _run(self, services, database: Database, user_id: int) -> None:
+        try:
+            generate_and_store(services, database, user_id)
+        finally:
+            with self.lock:
+                self.accounts.discard(user_id)
+
+
+_writers: dict[int, StarterWriters] = {}
+_writers_lock = threading.Lock()
+
+
+def starter_writers(threads: int) -> StarterWriters:
+    """The process's pool of ONBOARDING_THREADS threads, made on first use."""
+    with _writers_lock:
+        if threads not in _writers:
+            _writers[threads] = StarterWriters(threads)
+        return _writers[threads]
+
+
+def start_generation(services, database: Database, user_id: int) -> Future | None:
+    """Queue the job; None when nothing was queued (see StarterWriters.submit)."""
+    writers = starter_writers(services.settings.onboarding_threads)
+    return writers.submit(services, database, user_id)

@@ -9,6 +9,7 @@ from flask_login import current_user
 
 from app.chat.models import STREAMING, Conversation
 from app.chat.stale import announce, reclaim_if_stale
+from app.db import read_transaction
 from app.web.identity import db_session
 
 T = TypeVar("T")
@@ -19,6 +20,13 @@ def owned_or_404(model: type[T], object_id: int) -> T:
     if obj is None or getattr(obj, "user_id", None) != current_user.id:
         abort(404)
     return obj
+
+
+def owned_before_waiting(model: type[T], object_id: int) -> T:
+    """`owned_or_404` in a read transaction that ends here: for a request that then waits
+    (reads a body, extracts a file) and must hold no database lock meanwhile."""
+    with read_transaction(db_session()):
+        return owned_or_404(model, object_id)
 
 
 def owned_conversation(conversation_id: int) -> Conversation:

@@ -36,6 +36,7 @@ from app.chat.run_log import describe, load_reports
 from app.web.access import is_htmx
 from app.web.forms import Form, UserCreateForm
 from app.web.identity import db_session
+from app.web.input_gate import id_from_text
 from app.web.settings_hub import (
     MemoryTarget,
     add_fact_for,
@@ -427,15 +428,15 @@ def run_logs():
     problem = None
     status = 200
     if wanted:
-        if not wanted.isdigit():
+        if not (wanted.isascii() and wanted.isdigit()):
             problem, status = "A conversation id is a number (it is in the chat's address).", 400
-        elif db_session().get(Conversation, int(wanted)) is None:
+        elif id_from_text(wanted) is None or db_session().get(Conversation, int(wanted)) is None:
             problem, status = f"There is no conversation {wanted}.", 404
         else:
             return redirect(url_for("admin.conversation_runs", conversation_id=int(wanted)))
     person = None
     if "user" in request.args:
-        person = _person_or_404(request.args.get("user", type=int) or 0)
+        person = _person_or_404(id_from_text(request.args.get("user")) or 0)
     return render_template(
         "admin/run_logs.html",
         conversations=_conversations(person.id if person else None),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 from flask import Blueprint, current_app, jsonify, request
 from flask_login import current_user, login_required
@@ -23,11 +22,12 @@ from app.chat.conversations import (
 )
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
 from app.extensions import message_rate_limit
-from app.web.access import owned_conversation, owned_or_404
+from app.web.access import owned_before_waiting, owned_conversation, owned_or_404
 from app.web.admin import admin_required
 from app.web.errors import ApiError
 from app.web.identity import db_session
-from app.web.openapi import MAX_ID, UPLOAD, Param, documented
+from app.web.input_gate import id_from_text
+from app.web.openapi import UPLOAD, Param, documented
 from app.web.shapes import (
     AttachmentOut,
     BranchBody,
@@ -43,8 +43,8 @@ from app.web.shapes import (
     RunStarted,
     Stopped,
 )
-from app.web.turns import start_turn, stop_conversation, switch_branch
-from app.workspace.attachments import AttachmentRefused, store_upload
+from app.web.turns import start_turn, stop_conversation, store_request_upload, switch_branch
+from app.workspace.attachments import AttachmentRefused
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -102,13 +102,11 @@ def list_chats():
 @login_required
 def list_messages(conversation_id: int):
     conversation = owned_conversation(conversation_id)
-    after = request.args.get("after", "0")
     # ASCII digits only (str.isdigit accepts '²'), and small enough for the database.
-    if not re.fullmatch(r"[0-9]{1,15}", after):
+    after = id_from_text(request.args.get("after", "0"))
+    if after is None:
         raise ApiError(400, "'after' must be a non-negative whole number.", "INVALID_FIELD")
-    # Past the largest id the database holds there is nothing (and PostgreSQL's INTEGER
-    # would refuse the comparison).
-    rows = shown_rows(db_session(), conversation, min(int(after), MAX_ID))
+    rows = shown_rows(db_session(), conversation, after)
     return jsonify({"messages": rows})
 
 
@@ -312,21 +310,11 @@ def put_guidelines():
 def upload_attachment(conversation_id: int):
     """Attach a file to a conversation (multipart/form-data, field `file`) for the model to
     read with read_attachment."""
-    conversation = owned_or_404(Conversation, conversation_id)
-    session = db_session()
-    settings = current_app.extensions["services"].settings
+    conversation = owned_before_waiting(Conversation, conversation_id)
     try:
-        attachment = store_upload(
-            session,
-            current_user.id,
-            conversation.id,
-            request.files.get("file"),
-            max_bytes=settings.attachment_max_bytes,
-        )
+        attachment = store_request_upload(conversation.id)
     except AttachmentRefused as refused:
-        session.rollback()
         raise ApiError(refused.status, refused.message, "ATTACHMENT_REFUSED") from None
-    session.commit()
     body = {
         "id": attachment.id,
         "filename": attachment.filename,

@@ -43,6 +43,7 @@ from werkzeug.datastructures import MultiDict
 from app.chat.conversations import row_dict
 from app.chat.models import Message
 from app.chat.runs import awaiting_card
+from app.extensions import message_rate_limit
 from app.tools.ui import check_step
 from app.web.access import is_htmx, owned_conversation
 from app.web.errors import ApiError, error_response
@@ -389,6 +390,7 @@ def _first_error(parsed: ParsedAnswer) -> str:
 
 @bp.post("/chats/<int:conversation_id>/cards/<tool_use_id>")
 @login_required
+@message_rate_limit
 def answer(conversation_id: int, tool_use_id: str):
     conversation = owned_conversation(conversation_id)
     card_row = awaiting_card(db_session(), conversation.id)

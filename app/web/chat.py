@@ -25,7 +25,12 @@ from flask_login import current_user, login_required
 from sqlalchemy import select
 
 from app.accounts.models import User
-from app.accounts.onboarding import default_starters, start_generation, starters_for
+from app.accounts.onboarding import (
+    default_starters,
+    start_generation,
+    starter_writers,
+    starters_for,
+)
 from app.chat.branches import NEVER_BRANCHED, branch_version, shown_rows
 from app.chat.conversations import (
     conversation_dict,
@@ -36,18 +41,20 @@ from app.chat.conversations import (
 from app.chat.events import ConversationChanged
 from app.chat.models import STREAMING, Conversation, Message
 from app.db import utcnow
-from app.extensions import message_rate_limit
-from app.web.access import is_htmx, owned_conversation, owned_or_404
+from app.extensions import message_rate_limit, welcome_rate_limit
+from app.web.access import is_htmx, owned_before_waiting, owned_conversation, owned_or_404
 from app.web.errors import ApiError, error_response
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
-from app.web.turns import delete_conversation, start_turn, stop_conversation, switch_branch
-from app.workspace.attachments import (
-    AttachmentRefused,
-    human_size,
-    pending_attachments,
-    store_upload,
+from app.web.input_gate import id_from_text
+from app.web.turns import (
+    delete_conversation,
+    start_turn,
+    stop_conversation,
+    store_request_uploads,
+    switch_branch,
 )
+from app.workspace.attachments import AttachmentRefused, human_size, pending_attachments
 from app.workspace.models import Attachment
 
 bp = Blueprint("chat", __name__)
@@ -114,6 +121,7 @@ def _welcome_page(form: WelcomeForm, status: int = 200):
 
 @bp.route("/welcome", methods=["GET", "POST"])
 @login_required
+@welcome_rate_limit
 def welcome():
     """Role and company (and a website) for suggested first requests; or skip."""
     session = db_session()
@@ -134,11 +142,18 @@ def welcome():
     user.company = form.company.data
     user.website = form.website.data or ""
     user.onboarded_at = utcnow()
+    services = current_app.extensions["services"]
+    writers = starter_writers(services.settings.onboarding_threads)
+    if writers.is_running(user.id):
+        # One job per account: the one under way reads the answers saved here.
+        session.commit()
+        return redirect(url_for("chat.index"))
     user.starters = []  # pending until the background job stores them
     session.commit()
-    start_generation(
-        current_app.extensions["services"], current_app.extensions["database"], user.id
-    )
+    if start_generation(services, current_app.extensions["database"], user.id) is None:
+        # The pool's queue is full (or a job began meanwhile): the defaults now.
+        user.starters = user.starters or default_starters()
+        session.commit()
     return redirect(url_for("chat.index"))
 
 
@@ -149,9 +164,9 @@ def starters():
     conversation_id = request.args.get("conversation", "")
     conversation = None
     if conversation_id:
-        if not (conversation_id.isascii() and conversation_id.isdigit()):
+        if id_from_text(conversation_id) is None:
             abort(404)
-        conversation = owned_or_404(Conversation, int(conversation_id))
+        conversation = owned_or_404(Conversation, id_from_text(conversation_id))
         has_rows = db_session().scalar(
             select(Message.id).where(Message.conversation_id == conversation.id).limit(1)
         )
@@ -269,7 +284,7 @@ def rows(conversation_id: int):
     """Rows after a sequence, as row partials: how a reconnected page catches up."""
     conversation = owned_conversation(conversation_id)
     after = request.args.get("after", "0")
-    after = int(after) if after.isascii() and after.isdigit() and len(after) < 16 else 0
+    after = id_from_text(after) or 0
     found = shown_rows(db_session(), conversation, after)
     return render_template("chat/_row_list.html", rows=found, conversation_id=conversation.id)
 
@@ -451,23 +466,13 @@ def upload_attachment(conversation_id: int):
     """The composer's Attach button, a drop or a paste (multipart, one or more `file`
     fields): stores the files and answers with the chips of the files the next message
     goes with (201). One refused file refuses them all (the banner says which)."""
-    conversation = owned_or_404(Conversation, conversation_id)
-    session = db_session()
-    settings = current_app.config["LOOPDESK"]
-    uploads = [upload for upload in request.files.getlist("file") if upload.filename]
+    conversation = owned_before_waiting(Conversation, conversation_id)
     try:
-        for upload in uploads or [None]:
-            store_upload(
-                session,
-                current_user.id,
-                conversation.id,
-                upload,
-                max_bytes=settings.attachment_max_bytes,
-            )
+        store_request_uploads(conversation.id, request.files.getlist("file"))
     except AttachmentRefused as refused:
-        session.rollback()
+        if refused.status == 404:
+            abort(404)
         return error_response(refused.status, "ATTACHMENT_REFUSED", refused.message)
-    session.commit()
     if not is_htmx():
         return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
     return _chips(conversation.id), 201

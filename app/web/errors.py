@@ -68,6 +68,15 @@ def _retry_after() -> int:
     return max(1, math.ceil(limit.window[0] - time.time()))
 
 
+def _limited_what() -> str:
+    from app.extensions import MODEL_WORK_SCOPE, limiter
+
+    limit = limiter.current_limit
+    if limit is not None and MODEL_WORK_SCOPE in limit.key:
+        return "Too many requests that call the model."
+    return "Too many messages."
+
+
 def _wait_text(seconds: int) -> str:
     if seconds < 90:
         return f"{seconds} seconds"
@@ -97,7 +106,7 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(429)
     def _rate_limited(error):
         retry_after = _retry_after()
-        message = f"Too many messages. Try again in {_wait_text(retry_after)}."
+        message = f"{_limited_what()} Try again in {_wait_text(retry_after)}."
         return error_response(429, "RATE_LIMITED", message, {"Retry-After": str(retry_after)})
 
     @app.errorhandler(HTTPException)

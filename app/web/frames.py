@@ -35,6 +35,10 @@ class JsonFrames:
     def title(self, conversation: dict) -> str:
         return json.dumps(ev.to_wire(ev.ConversationChanged(conversation)), ensure_ascii=False)
 
+    def more(self, after: int) -> str:
+        """A catch-up was cut at its page size: ask again with `{"after": after}`."""
+        return json.dumps({"type": "more", "after": after})
+
     def flush(self) -> list[str]:
         return []
 
@@ -145,6 +149,11 @@ class HtmlFrames:
                     )
                 return html
         return ""
+
+    def more(self, after: int) -> str:
+        """A catch-up was cut at its page size: the page's script asks again from its
+        last row when this marker arrives (static/app.js)."""
+        return f'<div id="catch-up-more" hx-swap-oob="true" data-after="{int(after)}" hidden></div>'
 
     def title(self, conversation: dict) -> str:
         """A chat's list item and, for the chat shown here, its header (the tab's title

@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify
 from flask_login import current_user, login_required
 
+from app.extensions import model_work_rate_limit
 from app.memory.store import (
     MAX_FACT_CHARS,
     MAX_FACTS,
@@ -130,6 +131,7 @@ def _reconciled(source: str):
 @bp.post("/instruct")
 @documented("POST", "Tell Loopdesk what to remember", response=MemoryOut, body=MemoryText)
 @login_required
+@model_work_rate_limit
 def instruct():
     return _reconciled("api")
 
@@ -137,5 +139,6 @@ def instruct():
 @bp.post("/import")
 @documented("POST", "Learn facts from a text", response=MemoryOut, body=MemoryText)
 @login_required
+@model_work_rate_limit
 def import_text():
     return _reconciled("import")

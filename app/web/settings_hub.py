@@ -29,7 +29,7 @@ from sqlalchemy import select
 from app.accounts.models import ApiToken, User, end_sessions
 from app.chat.provenance import untrusted_facts
 from app.db import utcnow
-from app.extensions import limiter
+from app.extensions import limiter, model_work_rate_limit
 from app.memory.models import MemoryChange, UserMemory
 from app.memory.store import (
     MAX_FACT_CHARS,
@@ -340,6 +340,7 @@ def edit_fact():
 
 @bp.post("/import")
 @login_required
+@model_work_rate_limit
 def import_text():
     return import_text_for(own_memory(), _hub_page)
 

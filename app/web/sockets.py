@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import json
+import threading
 import time
+from collections import deque
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, request
@@ -11,12 +13,13 @@ from flask_login import current_user
 
 from app.chat.branches import branch_version, current_leaf, shown_rows
 from app.chat.conversations import conversation_dict
-from app.chat.events import BranchChanged, RowPersisted
+from app.chat.events import BranchChanged, RowPersisted, RunError
 from app.chat.models import Conversation
 from app.db import read_transaction
 from app.extensions import sock
 from app.web.frames import HtmlFrames, JsonFrames
 from app.web.identity import db_session
+from app.web.input_gate import InputRefused, load_json, max_id
 
 bp = Blueprint("sockets", __name__)
 
@@ -72,34 +75,119 @@ def _owned_conversation(conversation_id: int) -> bool:
     return conversation is not None and conversation.user_id == current_user.id
 
 
+# Sockets open per person in this process: {(app's services, user id): count}.
+_open_sockets: dict[tuple[int, int], int] = {}
+_open_lock = threading.Lock()
+
+
+@contextmanager
+def _socket_slot(services, user_id: int, limit: int):
+    """Whether this person may hold one more socket (MAX_SOCKETS_PER_PERSON); the slot is
+    theirs until the block ends."""
+    key = (id(services), user_id)
+    with _open_lock:
+        taken = _open_sockets.get(key, 0) < limit
+        if taken:
+            _open_sockets[key] = _open_sockets.get(key, 0) + 1
+    try:
+        yield taken
+    finally:
+        if taken:
+            with _open_lock:
+                _open_sockets[key] -= 1
+                if not _open_sockets[key]:
+                    del _open_sockets[key]
+
+
 @sock.route("/ws/chats/<int:conversation_id>", bp=bp)
 def chat_socket(ws, conversation_id: int):
     if not _owned_conversation(conversation_id):
         ws.close(reason=POLICY_VIOLATION, message="")
         return
     services = current_app.extensions["services"]
+    limit = services.settings.max_sockets_per_person
+    with _socket_slot(services, current_user.id, limit) as allowed:
+        if not allowed:
+            ws.close(
+                reason=TRY_AGAIN_LATER,
+                message=f"Too many open sockets: at most {limit} per person.",
+            )
+            return
+        _serve(ws, services, conversation_id)
+
+
+def _serve(ws, services, conversation_id: int) -> None:
     subscription = services.hub.subscribe(conversation_id, current_user.id)
     frames_class = JsonFrames if request.args.get("format") == "json" else HtmlFrames
     frames = frames_class(conversation_id, subscription.snapshot)
+    catch_ups = CatchUpBudget(services.settings)
     try:
         for frame in frames.opening():
             ws.send(frame)
         if isinstance(frames, HtmlFrames):
             # The page says which rows it holds as soon as it connects.
-            _catch_up(ws, conversation_id, frames, ws.receive(timeout=HELLO_SECONDS))
-        _relay(ws, subscription, frames, conversation_id)
+            hello = ws.receive(timeout=HELLO_SECONDS)
+            if hello is not None:
+                _answer(ws, conversation_id, frames, hello, catch_ups)
+        _relay(ws, subscription, frames, conversation_id, catch_ups)
     finally:
         subscription.close()
 
 
-def _catch_up(ws, conversation_id: int, frames, message) -> None:
-    """Send the rows after the sequence the client holds (`{"after": N}`). We subscribed
-    before reading them, so a row persisted meanwhile arrives at least once. A client that
-    names the branch it shows (`"branch"`, see docs/CONTRACT.md) and missed a switch gets
-    the whole shown branch instead."""
-    after, version = _hello(message)
-    if after is None:
+class CatchUpBudget:
+    """Catch-up requests one socket may make: SOCKET_CATCH_UPS_PER_MINUTE in any minute,
+    each answering at most SOCKET_CATCH_UP_ROWS rows."""
+
+    def __init__(self, settings, clock=time.monotonic):
+        self.per_minute = settings.socket_catch_ups_per_minute
+        self.rows = settings.socket_catch_up_rows
+        self.clock = clock
+        self.recent: deque[float] = deque()
+
+    def spend(self) -> bool:
+        now = self.clock()
+        while self.recent and now - self.recent[0] >= 60:
+            self.recent.popleft()
+        if len(self.recent) >= self.per_minute:
+            return False
+        self.recent.append(now)
+        return True
+
+
+def _answer(ws, conversation_id: int, frames, message, catch_ups: CatchUpBudget) -> None:
+    """One message from the client: a catch-up request, or an error frame saying why it
+    is not one. Valid JSON objects without "after" are ignored (room for more kinds)."""
+    try:
+        hello = _hello(message)
+    except InputRefused as refused:
+        _send_error(ws, frames, "INVALID_INPUT", str(refused))
         return
+    if hello is None:
+        return
+    if not catch_ups.spend():
+        _send_error(
+            ws,
+            frames,
+            "RATE_LIMITED",
+            f"Too many catch-up requests: at most {catch_ups.per_minute} a minute.",
+        )
+        return
+    _catch_up(ws, conversation_id, frames, hello, catch_ups.rows)
+
+
+def _send_error(ws, frames, code: str, message: str) -> None:
+    for frame in frames.render([RunError(code, message)]):
+        ws.send(frame)
+
+
+def _catch_up(ws, conversation_id: int, frames, hello, page_rows: int) -> None:
+    """Send the rows after the sequence the client holds (`{"after": N}`), at most
+    `page_rows` of them; when more follow, a `more` frame says to ask again. We
+    subscribed before reading them, so a row persisted meanwhile arrives at least once.
+    A client that names the branch it shows (`"branch"`, see docs/CONTRACT.md) and missed
+    a switch gets the whole shown branch instead."""
+    after, version = hello
+    more = None
     with (
         current_app.extensions["services"].database.session() as session,
         read_transaction(session),
@@ -110,25 +198,36 @@ def _catch_up(ws, conversation_id: int, frames, message) -> None:
         if version is not None and version != branch_version(conversation):
             events = [_shown_branch(session, conversation)]
         else:
-            events = [RowPersisted(row) for row in shown_rows(session, conversation, after)]
+            rows = shown_rows(session, conversation, after)
+            if len(rows) > page_rows:
+                rows = rows[:page_rows]
+                more = rows[-1]["sequence"]
+            events = [RowPersisted(row) for row in rows]
         # Its title as it is now: one given while this socket was not yet (or no longer)
         # open would otherwise never reach the header, the tab and the list.
         shown = conversation_dict(conversation)
     for frame in frames.render(events) if events else []:
         ws.send(frame)
+    if more is not None:
+        ws.send(frames.more(more))
     ws.send(frames.title(shown))
 
 
-def _hello(message) -> tuple[int | None, str | None]:
-    if not message:
-        return None, None
-    try:
-        data = json.loads(message)
-        after, version = data.get("after"), data.get("branch")
-    except (ValueError, AttributeError):
-        return None, None
-    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-        return None, None
+def _hello(message) -> tuple[int, str | None] | None:
+    """`(after, branch)` from a catch-up request; None for a JSON object that is not one.
+    Raises InputRefused for what is not a JSON object or holds a bad `after`."""
+    if isinstance(message, bytes):
+        raise InputRefused("Send text frames of JSON.")
+    database = current_app.extensions["services"].database
+    data = load_json(message, current_app.config["LOOPDESK"].max_json_depth, where="The message")
+    if not isinstance(data, dict):
+        raise InputRefused('The message must be a JSON object, e.g. {"after": 0}.')
+    if "after" not in data:
+        return None
+    after, version = data["after"], data.get("branch")
+    largest = max_id(database.engine.dialect.name)
+    if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after <= largest:
+        raise InputRefused(f"'after' must be a whole number from 0 to {largest}.")
     return after, version if isinstance(version, str) else None
 
 
@@ -158,7 +257,7 @@ def _with_branch(conversation_id: int, batch: list) -> list:
     ]
 
 
-def _relay(ws, subscription, frames, conversation_id: int) -> None:
+def _relay(ws, subscription, frames, conversation_id: int, catch_ups: CatchUpBudget) -> None:
     last_send = 0.0
     while ws.connected:
         event = subscription.get(timeout=_wait_seconds(frames))
@@ -170,7 +269,7 @@ def _relay(ws, subscription, frames, conversation_id: int) -> None:
                 return
             for frame in frames.flush():  # a throttled render of the live text fell due
                 ws.send(frame)
-            _read_client_messages(ws, conversation_id, frames)
+            _read_client_messages(ws, conversation_id, frames, catch_ups)
             continue
         wait = frames.min_interval - (time.monotonic() - last_send)
         if wait > 0:
@@ -193,10 +292,10 @@ def _wait_seconds(frames) -> float:
     return min(WAIT_SECONDS, max(0.0, due - time.monotonic()))
 
 
-def _read_client_messages(ws, conversation_id: int, frames) -> None:
-    """Clients may send `{"after": N}` at any time to catch up; anything else is ignored."""
+def _read_client_messages(ws, conversation_id: int, frames, catch_ups: CatchUpBudget) -> None:
+    """Clients may send `{"after": N}` at any time to catch up."""
     while ws.connected:
         message = ws.receive(timeout=0)
         if message is None:
             return
-        _catch_up(ws, conversation_id, frames, message)
+        _answer(ws, conversation_id, frames, message, catch_ups)

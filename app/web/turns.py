@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from flask import current_app
+from flask import current_app, request
 from flask_login import current_user
 
 from app.chat.conversations import conversation_dict, row_dict
@@ -23,6 +23,13 @@ from app.chat.turns import (
 )
 from app.web.errors import ApiError
 from app.web.identity import db_session
+from app.workspace.attachments import (
+    AttachmentRefused,
+    PdfLimits,
+    read_upload,
+    save_attachment,
+)
+from app.workspace.models import Attachment
 
 
 def start_turn(
@@ -128,3 +135,34 @@ def delete_conversation(conversation_id: int) -> None:
     session.commit()
     if run is not None:
         current_app.extensions["services"].cancellations.add(run.id)
+
+
+def store_request_upload(conversation_id: int) -> Attachment:
+    """The request's `file`, attached to the conversation (committed)."""
+    return store_request_uploads(conversation_id, request.files.getlist("file")[:1])[0]
+
+
+def store_request_uploads(conversation_id: int, uploads: list) -> list[Attachment]:
+    """The request's files, attached to the conversation (committed) together: one refused
+    file refuses them all. The bodies are read and their text extracted before any
+    transaction opens (a trickled upload or a heavy PDF holds nothing another request
+    needs); then one short write. Raises AttachmentRefused (404 when the conversation
+    went meanwhile)."""
+    settings = current_app.extensions["services"].settings
+    limits = PdfLimits(
+        seconds=settings.pdf_extract_seconds, content_bytes=settings.pdf_max_content_bytes
+    )
+    prepared = [
+        read_upload(upload, max_bytes=settings.attachment_max_bytes, pdf_limits=limits)
+        for upload in [u for u in uploads if u and u.filename] or [None]
+    ]
+    session = db_session()
+    try:
+        attachments = [
+            save_attachment(session, current_user.id, conversation_id, item) for item in prepared
+        ]
+    except AttachmentRefused:
+        session.rollback()
+        raise
+    session.commit()
+    return attachments

@@ -23,6 +23,7 @@ from sqlalchemy import func, select
 from app.web.access import is_htmx, owned_or_404
 from app.web.forms import ConfirmForm, OfferForm, PersonaForm
 from app.web.identity import db_session
+from app.web.input_gate import id_from_text
 from app.workspace.images import placeholder_png
 from app.workspace.models import Offer, Output, Persona, VisualAsset
 
@@ -147,7 +148,7 @@ def _delete(item, listing: str, model):
 def _offer_filter() -> int | None:
     """The ?offer= filter as an id, or None for "all offers" (or anything unreadable)."""
     raw = request.args.get("offer", "")
-    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 16 else None
+    return id_from_text(raw)
 
 
 def _agent_names() -> dict[str, str]:

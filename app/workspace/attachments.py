@@ -9,11 +9,17 @@ read tool labels it so. Images get a one-line description (there is no vision mo
 from __future__ import annotations
 
 import io
+import json
 import os
+import subprocess
+import sys
+import threading
+import time
 import unicodedata
 import warnings
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from sqlalchemy import func, select
@@ -117,6 +123,72 @@ class AttachmentSummary:
 # -- storing --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PdfLimits:
+    """What one PDF's text extraction may cost (settings PDF_EXTRACT_SECONDS and
+    PDF_MAX_CONTENT_BYTES); past either it is refused as too complex."""
+
+    seconds: float = 15.0
+    content_bytes: int = 8_000_000
+    pages: int = MAX_PDF_PAGES
+    text_chars: int = MAX_PDF_TEXT_CHARS
+
+
+@dataclass(frozen=True)
+class PreparedAttachment:
+    """A checked file with its text, made before any transaction is opened."""
+
+    filename: str
+    content_type: str
+    data: bytes
+    text: str
+
+
+def prepare_attachment(
+    filename: str | None,
+    content_type: str | None,
+    data: bytes,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    pdf_limits: PdfLimits | None = None,
+) -> PreparedAttachment:
+    """Check the file and extract its text; no database here (the slow part of an upload
+    must hold nothing anyone else waits for). Raises AttachmentRefused."""
+    name = safe_filename(filename)
+    if len(data) > max_bytes:
+        raise AttachmentRefused(
+            413, f"{name} is too large: attachments can be at most {human_size(max_bytes)}."
+        )
+    if not data:
+        raise AttachmentRefused(400, f"{name} is empty.")
+    kind = resolve_type(name, content_type)
+    text = extract_text(name, kind, data, pdf_limits or PdfLimits())
+    return PreparedAttachment(name, kind, data, text)
+
+
+def save_attachment(
+    session: Session, user_id: int, conversation_id: int | None, prepared: PreparedAttachment
+) -> Attachment:
+    """Add the prepared file to the session (flushed, not committed): one short write.
+    Raises AttachmentRefused(404) when the conversation went meanwhile."""
+    after_sequence = _latest_sequence(session, conversation_id)
+    if conversation_id is not None and session.get(Conversation, conversation_id) is None:
+        raise AttachmentRefused(404, "Not found.")
+    attachment = Attachment(
+        user_id=user_id,
+        conversation_id=conversation_id,
+        filename=prepared.filename,
+        content_type=prepared.content_type,
+        size=len(prepared.data),
+        data=prepared.data,
+        text=prepared.text,
+        after_sequence=after_sequence,
+    )
+    session.add(attachment)
+    session.flush()
+    return attachment
+
+
 def store_attachment(
     session: Session,
     user_id: int,
@@ -127,53 +199,26 @@ def store_attachment(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Attachment:
-    """Check the file, extract its text and add it to the session (flushed, not committed).
-    Raises AttachmentRefused."""
-    name = safe_filename(filename)
-    if len(data) > max_bytes:
-        raise AttachmentRefused(
-            413, f"{name} is too large: attachments can be at most {human_size(max_bytes)}."
-        )
-    if not data:
-        raise AttachmentRefused(400, f"{name} is empty.")
-    kind = resolve_type(name, content_type)
-    text = extract_text(name, kind, data)
-    attachment = Attachment(
-        user_id=user_id,
-        conversation_id=conversation_id,
-        filename=name,
-        content_type=kind,
-        size=len(data),
-        data=data,
-        text=text,
-        after_sequence=_latest_sequence(session, conversation_id),
-    )
-    session.add(attachment)
-    session.flush()
-    return attachment
+    """`prepare_attachment` then `save_attachment`, for callers already in a transaction
+    with small files (tests, seeds). Raises AttachmentRefused."""
+    prepared = prepare_attachment(filename, content_type, data, max_bytes=max_bytes)
+    return save_attachment(session, user_id, conversation_id, prepared)
 
 
-def store_upload(
-    session: Session,
-    user_id: int,
-    conversation_id: int | None,
+def read_upload(
     upload: Upload | None,
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
-) -> Attachment:
-    """`store_attachment` for a multipart upload (the `file` field); reads at most one byte
-    more than allowed, so an oversized file is refused without being read whole."""
+    pdf_limits: PdfLimits | None = None,
+) -> PreparedAttachment:
+    """`prepare_attachment` for a multipart upload (the `file` field); reads at most one
+    byte more than allowed, so an oversized file is refused without being read whole.
+    Call it with no transaction open."""
     if upload is None or not (upload.filename or "").strip():
         raise AttachmentRefused(400, "Choose a file to attach.")
     data = upload.stream.read(max_bytes + 1)
-    return store_attachment(
-        session,
-        user_id,
-        conversation_id,
-        upload.filename,
-        upload.content_type,
-        data,
-        max_bytes=max_bytes,
+    return prepare_attachment(
+        upload.filename, upload.content_type, data, max_bytes=max_bytes, pdf_limits=pdf_limits
     )
 
 
@@ -219,11 +264,11 @@ def _mismatch(filename: str, kind: str, detail: str = "") -> AttachmentRefused:
 # -- extracting text --------------------------------------------------------------------------
 
 
-def extract_text(filename: str, kind: str, data: bytes) -> str:
+def extract_text(filename: str, kind: str, data: bytes, pdf_limits: PdfLimits) -> str:
     if kind in TEXT_TYPES:
         return _text(filename, kind, data)
     if kind == PDF_TYPE:
-        return _pdf_text(filename, data)
+        return _pdf_text(filename, data, pdf_limits)
     return _image_description(filename, kind, data)
 
 
@@ -237,53 +282,73 @@ def _text(filename: str, kind: str, data: bytes) -> str:
     return text
 
 
-def _pdf_text(filename: str, data: bytes) -> str:
+PDF_WORKER = Path(__file__).with_name("pdf_worker.py")
+# PDFs read at once by this process; more wait (holding nothing) for a turn.
+PDF_SLOTS = threading.BoundedSemaphore(2)
+
+
+def _pdf_text(filename: str, data: bytes, limits: PdfLimits) -> str:
     # The header may follow a little junk, as readers tolerate; nothing else is a PDF.
     if b"%PDF-" not in data[:1024]:
         raise _mismatch(filename, PDF_TYPE)
-    from pypdf import PdfReader
-
-    broken = AttachmentRefused(400, f"{filename} could not be read as a PDF (it may be damaged).")
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise AttachmentRefused(
-                400, f"{filename} is password-protected: attach a copy without a password."
-            )
-        pages = reader.pages
-        total = len(pages)
-    except AttachmentRefused:
-        raise
-    except Exception:
-        raise broken from None
-    if total == 0:
-        raise broken
-    parts: list[str] = []
-    notes: list[str] = []
-    length = 0
-    found_text = False
-    for number in range(min(total, MAX_PDF_PAGES)):
-        try:
-            page_text = (pages[number].extract_text() or "").replace("\x00", "").strip()
-            found_text = found_text or bool(page_text)
-        except Exception:
-            page_text = "[This page could not be read.]"
-        if page_text:
-            parts.append(f"--- Page {number + 1} ---\n{page_text}")
-            length += len(parts[-1])
-        if length > MAX_PDF_TEXT_CHARS:
-            notes.append(f"[Text extraction stopped after page {number + 1}: too much text.]")
-            break
-    else:
-        if total > MAX_PDF_PAGES:
-            notes.append(f"[Only the first {MAX_PDF_PAGES} of {total} pages were read.]")
-    if not found_text:
-        pages_word = "page" if total == 1 else "pages"
-        return (
-            f"[This PDF ({total} {pages_word}) has no extractable text: it may be scanned "
-            "images or drawings. Ask the person to paste the text they want used.]"
+    answer = _run_pdf_worker(filename, data, limits)
+    if "text" in answer:
+        return answer["text"]
+    if answer.get("refused") == "encrypted":
+        raise AttachmentRefused(
+            400, f"{filename} is password-protected: attach a copy without a password."
         )
-    return "\n\n".join(parts + notes)
+    if answer.get("refused") == "too_complex":
+        raise _too_complex(filename)
+    raise AttachmentRefused(400, f"{filename} could not be read as a PDF (it may be damaged).")
+
+
+def _too_complex(filename: str) -> AttachmentRefused:
+    return AttachmentRefused(
+        422,
+        f"{filename} is too complex to read: its pages hold more drawing work than an "
+        "attachment may. Attach a simpler copy (print it to a new PDF, or paste the text).",
+    )
+
+
+def _run_pdf_worker(filename: str, data: bytes, limits: PdfLimits) -> dict:
+    """The PDF worker (app/workspace/pdf_worker.py) in a child process, killed when its
+    time is up. The wait for a slot counts against the same time."""
+    deadline = time.monotonic() + limits.seconds
+    if not PDF_SLOTS.acquire(timeout=limits.seconds):
+        raise AttachmentRefused(503, "Too many PDFs are being read right now: try again soon.")
+    try:
+        command = [
+            sys.executable,
+            "-I",  # isolated: no user site, no PYTHON* variables, no current directory
+            str(PDF_WORKER),
+            str(limits.pages),
+            str(limits.text_chars),
+            str(limits.content_bytes),
+        ]
+        try:
+            finished = subprocess.run(
+                command,
+                input=data,
+                capture_output=True,
+                timeout=max(0.1, deadline - time.monotonic()),
+                check=False,
+                env=_worker_env(),
+            )
+        except subprocess.TimeoutExpired:
+            raise _too_complex(filename) from None
+    finally:
+        PDF_SLOTS.release()
+    try:
+        return json.loads(finished.stdout)
+    except ValueError:
+        # Killed by its memory cap, or pypdf crashed the interpreter.
+        return {"refused": "too_complex" if finished.returncode < 0 else "broken"}
+
+
+def _worker_env() -> dict:
+    """Only where Python finds its packages: the child gets no secrets."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
 
 
 def _image_description(filename: str, kind: str, data: bytes) -> str:
