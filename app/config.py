@@ -281,12 +281,108 @@ class Documented:
 # Every variable `load_settings` (and gunicorn.conf.py) reads; a test runs load_settings on
 # a recording environment and fails on one that is missing here.
 DOCUMENTED_SETTINGS: tuple[Documented, ...] = (
-    Documented("HOST", "where `make run` serves", "host"),
-    Documented("PORT", "where `make run` serves", "port"),
+    Documented("HOST", "where `make run` serves", field="host"),
+    Documented("PORT", "where `make run` serves", field="port"),
     Documented(
         "DATABASE_URL",
         "any SQLAlchemy URL; PostgreSQL for scale",
-        default_text="a SQLite file in `INSTANCE_PATH`",
+        default_text="SQLite file in `instance/`",
+    ),
+    Documented(
+        "REDIS_URL",
+        "enables Redis pub/sub, Redis rate-limit storage, the Dramatiq broker",
+        field="redis_url",
+    ),
+    Documented("RUN_EXECUTOR", "`thread` or `dramatiq`", field="run_executor"),
+    Documented(
+        "SECRET_KEY", "session signing", default_text="generated into `instance/` on first run"
+    ),
+    Documented(
+        "ANTHROPIC_API_KEY",
+        "the model endpoint; any server speaking the Anthropic Messages API",
+        field="anthropic_api_key",
+    ),
+    Documented(
+        "ANTHROPIC_BASE_URL",
+        "the model endpoint; any server speaking the Anthropic Messages API",
+        field="anthropic_base_url",
+    ),
+    Documented(
+        "MODEL_PROVIDER",
+        "`anthropic` or `demo`",
+        default_text="`anthropic` when a key or base URL is set, else `demo`",
+    ),
+    Documented(
+        "HOST_MODEL", "host loop and agents; memory reconcile, summaries", field="host_model"
+    ),
+    Documented(
+        "FAST_MODEL", "host loop and agents; memory reconcile, summaries", field="fast_model"
+    ),
+    Documented(
+        "THINKING_BUDGET", "extended-thinking budget for host calls", field="thinking_budget"
+    ),
+    Documented("CONTEXT_WINDOW_TOKENS", "the model's window", field="context_window_tokens"),
+    Documented(
+        "MAX_ITERATIONS", "model calls per run before the wrap-up call", field="max_iterations"
+    ),
+    Documented(
+        "HISTORY_MESSAGE_CAP",
+        "rows sent to the model, after merging same-role neighbours",
+        field="history_message_cap",
+    ),
+    Documented(
+        "RATE_LIMIT_MESSAGES",
+        "per user, shared by every way of sending: the loop route, the composer, `/chats/start`, Regenerate, Edit, and a card answered on the page",
+        field="rate_limit_messages",
+    ),
+    Documented(
+        "RATE_LIMIT_MODEL_WORK",
+        "per user, shared by the other routes that call a model or start work: `POST /api/memory/instruct`, `POST /api/memory/import`, `POST /settings/import`, and `POST /welcome` (except Skip); 429 `RATE_LIMITED` with `Retry-After`",
+        field="rate_limit_model_work",
+    ),
+    Documented(
+        "ONBOARDING_THREADS",
+        "threads per process writing onboarding starters; at most 8 times as many wait, one job per account (a `/welcome` post while one is queued or running starts none; with the queue full the person gets the default starters)",
+        field="onboarding_threads",
+    ),
+    Documented(
+        "MAX_JSON_DEPTH",
+        "JSON bodies and socket messages nested deeper answer 400 (`INVALID_JSON`; socket: an `error` frame)",
+        field="max_json_depth",
+    ),
+    Documented(
+        "PDF_EXTRACT_SECONDS",
+        "a PDF's text is extracted in a child process killed after these seconds, and refused before parsing when its pages' decoded content streams add up to more bytes (a stream shared by pages counts once per page); either answers 422 `ATTACHMENT_REFUSED` \"… is too complex to read\". At most 200 pages are read",
+        field="pdf_extract_seconds",
+    ),
+    Documented(
+        "PDF_MAX_CONTENT_BYTES",
+        "a PDF's text is extracted in a child process killed after these seconds, and refused before parsing when its pages' decoded content streams add up to more bytes (a stream shared by pages counts once per page); either answers 422 `ATTACHMENT_REFUSED` \"… is too complex to read\". At most 200 pages are read",
+        field="pdf_max_content_bytes",
+    ),
+    Documented(
+        "MAX_SOCKETS_PER_PERSON",
+        'sockets one person may hold open in one web process; the next is closed with 1013 and the reason "Too many open sockets: at most N per person."',
+        field="max_sockets_per_person",
+    ),
+    Documented(
+        "SOCKET_CATCH_UP_ROWS",
+        "rows one catch-up request answers (then a `more` frame), and catch-up requests one socket may make in any minute (past it: an `error` frame `RATE_LIMITED`)",
+        field="socket_catch_up_rows",
+    ),
+    Documented(
+        "SOCKET_CATCH_UPS_PER_MINUTE",
+        "rows one catch-up request answers (then a `more` frame), and catch-up requests one socket may make in any minute (past it: an `error` frame `RATE_LIMITED`)",
+        field="socket_catch_ups_per_minute",
+    ),
+    Documented("HEARTBEAT_SECONDS", "liveness", field="heartbeat_seconds"),
+    Documented("STALE_SECONDS", "liveness", field="stale_seconds"),
+    Documented("STREAM_IDLE_SECONDS", "liveness", field="stream_idle_seconds"),
+    Documented("MAX_RUN_SECONDS", "liveness", field="max_run_seconds"),
+    Documented(
+        "FETCH_ALLOW_HOSTS",
+        "hosts that `fetch_url` may reach although they resolve to private or loopback addresses (tests only)",
+        default_text="unset",
     ),
     Documented(
         "INSTANCE_PATH",
@@ -294,116 +390,107 @@ DOCUMENTED_SETTINGS: tuple[Documented, ...] = (
         default_text="`instance/`",
     ),
     Documented(
-        "SECRET_KEY", "session signing", default_text="generated into `INSTANCE_PATH` on first run"
+        "OPEN_SIGNUP", "whether anyone can create an account at `/signup`", field="open_signup"
     ),
     Documented(
-        "REDIS_URL",
-        "enables Redis pub/sub, Redis rate-limit storage and the Dramatiq broker",
-        "redis_url",
-    ),
-    Documented("REDIS_PREFIX", "namespaces Redis keys and channels", "redis_prefix"),
-    Documented("RUN_EXECUTOR", "`thread` or `dramatiq`", "run_executor"),
-    Documented(
-        "RUN_THREADS", "the web process's run thread pool (`thread` executor)", "run_threads"
-    ),
-    Documented("RUN_QUEUE", "the Dramatiq queue", "run_queue"),
-    Documented("WORKER_THREADS", "runs one `flask worker` executes at once", "worker_threads"),
-    Documented("WORKER_POOL", "`gevent` or `threads` (`flask worker`)", "worker_pool"),
-    Documented(
-        "DATABASE_POOL_SIZE", "connections each process keeps to PostgreSQL", "database_pool_size"
+        "SESSION_LIFETIME_DAYS",
+        "how long a login lasts, from the login (docs/security.md)",
+        field="session_lifetime_days",
     ),
     Documented(
-        "ANTHROPIC_API_KEY",
-        "the model endpoint's key (never logged, never sent to the model)",
-        "anthropic_api_key",
+        "SESSION_COOKIE_SECURE",
+        "`true`/`false`; unset: Secure when `PUBLIC_URL` is https or the request came over HTTPS",
+        default_text="unset",
     ),
     Documented(
-        "ANTHROPIC_BASE_URL",
-        "the model endpoint: any server speaking the Anthropic Messages API",
-        "anthropic_base_url",
+        "PUBLIC_URL",
+        "where people reach the app (`https://chat.example.com`); the socket's `Origin` must be it (unset: the request's own origin)",
+        field="public_url",
     ),
     Documented(
-        "MODEL_PROVIDER",
-        "`anthropic` or `demo`",
-        default_text="`anthropic` when a key or base URL is set, else `demo`",
-    ),
-    Documented("HOST_MODEL", "the host loop's and the agents' model", "host_model"),
-    Documented("FAST_MODEL", "memory reconcile, summaries, titles, build tools", "fast_model"),
-    Documented(
-        "THINKING_BUDGET", "extended-thinking budget for host calls (0: off)", "thinking_budget"
-    ),
-    Documented("CONTEXT_WINDOW_TOKENS", "the model's window", "context_window_tokens"),
-    Documented("MAX_ITERATIONS", "model calls per run before the wrap-up call", "max_iterations"),
-    Documented(
-        "HISTORY_MESSAGE_CAP",
-        "rows sent to the model, after merging same-role neighbours",
-        "history_message_cap",
+        "TRUSTED_PROXIES",
+        "proxies in front whose `X-Forwarded-For/-Proto/-Host/-Port` count (werkzeug's ProxyFix, this many hops)",
+        default_text="`0`",
     ),
     Documented(
-        "RATE_LIMIT_MESSAGES", "per person, on sending and answering", "rate_limit_messages"
+        "RATE_LIMIT_LOGIN_ADDRESS",
+        "login attempts per client address",
+        field="rate_limit_login_address",
     ),
     Documented(
-        "HEARTBEAT_SECONDS", "a live run's heartbeat and keepalive frame", "heartbeat_seconds"
+        "RATE_LIMIT_LOGIN_ACCOUNT",
+        "failed login attempts per account, from any address",
+        field="rate_limit_login_account",
+    ),
+    Documented("RATE_LIMIT_SIGNUP", "sign-ups per client address", field="rate_limit_signup"),
+    Documented(
+        "MAX_MESSAGE_CHARS",
+        "the longest message a person can send (413 above it)",
+        field="max_message_chars",
+    ),
+    Documented("ATTACHMENT_MAX_BYTES", "the largest attachment", field="attachment_max_bytes"),
+    Documented(
+        "RUN_THREADS", "the web process's run thread pool (`thread` executor)", field="run_threads"
     ),
     Documented(
-        "STALE_SECONDS", "a run without a heartbeat this long is reclaimed", "stale_seconds"
+        "WORKER_THREADS",
+        "runs one `flask worker` executes at once; `gevent` or `threads`",
+        field="worker_threads",
     ),
     Documented(
-        "STREAM_IDLE_SECONDS", "a model stream silent this long is cut", "stream_idle_seconds"
+        "WORKER_POOL",
+        "runs one `flask worker` executes at once; `gevent` or `threads`",
+        field="worker_pool",
     ),
-    Documented("MAX_RUN_SECONDS", "the longest a run may take", "max_run_seconds"),
+    Documented("RUN_QUEUE", "the Dramatiq queue", field="run_queue"),
+    Documented("REDIS_PREFIX", "namespaces Redis keys and channels", field="redis_prefix"),
+    Documented(
+        "DATABASE_POOL_SIZE",
+        "connections each process keeps to PostgreSQL",
+        field="database_pool_size",
+    ),
     Documented(
         "MAX_CONCURRENT_RUNS",
         "runs one person may have in flight across their chats (429 `TOO_MANY_RUNS`)",
-        "max_concurrent_runs",
+        field="max_concurrent_runs",
     ),
     Documented(
         "MODEL_CREDIT_WEIGHTS",
-        "credits a run costs per host model (`name=weight,...`; unlisted: 2)",
+        "credits a run costs per host model (`name=weight,...`; unlisted: 2); the demo model costs nothing",
         default_text="unset",
     ),
-    Documented("RUN_LOGS", "record structured run logs", "run_logs"),
+    Documented("RUN_LOGS", "record structured run logs", field="run_logs"),
     Documented(
-        "CHAT_TITLES", "the fast model names a chat after its first exchange", "chat_titles"
-    ),
-    Documented(
-        "FETCH_ALLOW_HOSTS",
-        "hosts `fetch_url` may reach although they resolve to private or loopback addresses (tests)",
-        default_text="unset",
+        "CHAT_TITLES",
+        "the fast model names a chat after its first exchange (`submit_title`), unless the person named it",
+        field="chat_titles",
     ),
     Documented(
         "IMAGE_PROVIDER_URL",
-        "an OpenAI-compatible images endpoint (else local drafts)",
-        "image_provider_url",
-    ),
-    Documented("IMAGE_PROVIDER_KEY", "its key", "image_provider_key"),
-    Documented("IMAGE_MODEL", "its model", "image_model"),
-    Documented("VIDEO_PROVIDER_URL", "video is not set up without it", "video_provider_url"),
-    Documented("OPEN_SIGNUP", "whether anyone can create an account at `/signup`", "open_signup"),
-    Documented(
-        "MAX_MESSAGE_CHARS",
-        "the longest message a person can send (413 above)",
-        "max_message_chars",
-    ),
-    Documented("ATTACHMENT_MAX_BYTES", "the largest attachment", "attachment_max_bytes"),
-    Documented(
-        "GUNICORN_BIND", "gunicorn.conf.py: where gunicorn serves", default_text="`HOST:PORT`"
+        "an OpenAI-compatible images endpoint; without one, labelled local drafts",
+        field="image_provider_url",
     ),
     Documented(
-        "GUNICORN_WORKER_CLASS", "gunicorn.conf.py: `gevent` or `gthread`", default_text="`gevent`"
-    ),
-    Documented("WEB_CONCURRENCY", "gunicorn.conf.py: worker processes", default_text="`2`"),
-    Documented(
-        "GUNICORN_WORKER_CONNECTIONS",
-        "gunicorn.conf.py: sockets per gevent worker",
-        default_text="`1000`",
+        "IMAGE_PROVIDER_KEY",
+        "an OpenAI-compatible images endpoint; without one, labelled local drafts",
+        field="image_provider_key",
     ),
     Documented(
-        "GUNICORN_THREADS", "gunicorn.conf.py: threads per gthread worker", default_text="`64`"
+        "IMAGE_MODEL",
+        "an OpenAI-compatible images endpoint; without one, labelled local drafts",
+        field="image_model",
     ),
     Documented(
-        "GUNICORN_ACCESS_LOG", "gunicorn.conf.py: where to write the access log", default_text="off"
+        "VIDEO_PROVIDER_URL",
+        "video is not set up without it (`generate_video` says so)",
+        field="video_provider_url",
     ),
+    Documented("GUNICORN_BIND", "`gunicorn.conf.py`", default_text="`HOST:PORT`"),
+    Documented("GUNICORN_WORKER_CLASS", "`gunicorn.conf.py`", default_text="`gevent`"),
+    Documented("WEB_CONCURRENCY", "`gunicorn.conf.py`", default_text="`2`"),
+    Documented("GUNICORN_WORKER_CONNECTIONS", "`gunicorn.conf.py`", default_text="`1000`"),
+    Documented("GUNICORN_THREADS", "`gunicorn.conf.py`", default_text="`64`"),
+    Documented("GUNICORN_ACCESS_LOG", "`gunicorn.conf.py`", default_text="off"),
 )
 
 

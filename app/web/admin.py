@@ -67,12 +67,14 @@ def _users() -> list[User]:
 @bp.get("/")
 @admin_required
 def home():
+    """The admin area's front page: the people."""
     return redirect(url_for("admin.users"))
 
 
 @bp.route("/users", methods=["GET", "POST"])
 @admin_required
 def users():
+    """The people with accounts (GET), and a new account (POST)."""
     form = UserCreateForm()
     if form.validate_on_submit():
         session = db_session()
@@ -110,6 +112,7 @@ def _delete_page(person: User, form: DeletePersonForm, status: int = 200):
 @bp.route("/users/<int:user_id>/delete", methods=["GET", "POST"])
 @admin_required
 def delete_user(user_id: int):
+    """Delete a person: the confirmation page (GET) and the deletion (POST)."""
     person = _person_or_404(user_id)
     if person.id == current_user.id:
         flash("You cannot delete your own account here.")
@@ -170,12 +173,14 @@ def _memory_page(person: User):
 @bp.get("/users/<int:user_id>/memory")
 @admin_required
 def memory(user_id: int):
+    """A person's memory: instructions, facts and their history."""
     return _memory_page(_person_or_404(user_id))()
 
 
 @bp.post("/users/<int:user_id>/memory/instructions")
 @admin_required
 def memory_instructions(user_id: int):
+    """Save a person's instructions."""
     person = _person_or_404(user_id)
     return save_instructions_for(_memory_target(person), _memory_page(person))
 
@@ -183,6 +188,7 @@ def memory_instructions(user_id: int):
 @bp.post("/users/<int:user_id>/memory/facts")
 @admin_required
 def memory_add_fact(user_id: int):
+    """Add a fact to a person's memory."""
     person = _person_or_404(user_id)
     return add_fact_for(_memory_target(person), _memory_page(person))
 
@@ -190,6 +196,7 @@ def memory_add_fact(user_id: int):
 @bp.post("/users/<int:user_id>/memory/facts/forget")
 @admin_required
 def memory_forget_fact(user_id: int):
+    """Forget one of a person's facts."""
     person = _person_or_404(user_id)
     return forget_fact_for(_memory_target(person), _memory_page(person))
 
@@ -197,6 +204,7 @@ def memory_forget_fact(user_id: int):
 @bp.post("/users/<int:user_id>/memory/facts/edit")
 @admin_required
 def memory_edit_fact(user_id: int):
+    """Correct one of a person's facts."""
     person = _person_or_404(user_id)
     return edit_fact_for(_memory_target(person), _memory_page(person))
 
@@ -294,12 +302,14 @@ def _changed(template: str, **context):
 @bp.get("/guidelines")
 @admin_required
 def guidelines():
+    """The shared guidelines every agent follows, in order."""
     return _page()
 
 
 @bp.post("/guidelines")
 @admin_required
 def guideline_add():
+    """Add a guideline at the end."""
     form = GuidelineForm()
     session = db_session()
     if form.validate_on_submit():
@@ -319,6 +329,7 @@ def guideline_add():
 @bp.get("/guidelines/<int:guideline_id>")
 @admin_required
 def guideline(guideline_id: int):
+    """One guideline in the list."""
     return render_template(
         "admin/_guideline.html", **_rule_context(_guideline_or_404(guideline_id))
     )
@@ -327,6 +338,7 @@ def guideline(guideline_id: int):
 @bp.route("/guidelines/<int:guideline_id>/edit", methods=["GET", "POST"])
 @admin_required
 def guideline_edit(guideline_id: int):
+    """Edit a guideline's text."""
     guideline = _guideline_or_404(guideline_id)
     if request.method == "GET":
         form = GuidelineForm(formdata=None, data={"text": guideline.text})
@@ -348,6 +360,7 @@ def guideline_edit(guideline_id: int):
 @bp.post("/guidelines/<int:guideline_id>/<any(enable, disable):state>")
 @admin_required
 def guideline_enable(guideline_id: int, state: str):
+    """Turn a guideline on or off."""
     guideline = _guideline_or_404(guideline_id)
     session = db_session()
     rules.set_enabled(session, guideline, state == "enable", current_user.id)
@@ -358,6 +371,7 @@ def guideline_enable(guideline_id: int, state: str):
 @bp.post("/guidelines/<int:guideline_id>/move/<any(up, down):direction>")
 @admin_required
 def guideline_move(guideline_id: int, direction: str):
+    """Move a guideline up or down."""
     guideline = _guideline_or_404(guideline_id)
     session = db_session()
     rules.move_rule(session, guideline, -1 if direction == "up" else 1, current_user.id)
@@ -368,6 +382,7 @@ def guideline_move(guideline_id: int, direction: str):
 @bp.post("/guidelines/<int:guideline_id>/delete")
 @admin_required
 def guideline_delete(guideline_id: int):
+    """Delete a guideline (kept in the history)."""
     guideline = _guideline_or_404(guideline_id)
     session = db_session()
     rules.delete_rule(session, guideline, current_user.id)
@@ -378,6 +393,7 @@ def guideline_delete(guideline_id: int):
 @bp.get("/guidelines/preview")
 @admin_required
 def guideline_preview():
+    """An agent's final system prompt with the guidelines as they are now."""
     session = db_session()
     agent = _preview_agent(request.args.get("agent"))
     prompt = agent_system_prompt(agent, session)
@@ -388,6 +404,7 @@ def guideline_preview():
 @bp.get("/guidelines/history")
 @admin_required
 def guideline_history():
+    """Every change to the guidelines, newest first."""
     return render_template("admin/_guideline_history.html", history=_history())
 
 
@@ -535,6 +552,7 @@ def _person_usage_page(person: User, form: AllowanceForm, status: int = 200):
 @bp.get("/users/<int:user_id>/usage")
 @admin_required
 def person_usage(user_id: int):
+    """One person's usage: runs, credits and their allowance."""
     person = _person_or_404(user_id)
     form = AllowanceForm(formdata=None, data={"monthly_credits": person.monthly_credits})
     return _person_usage_page(person, form)

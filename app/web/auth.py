@@ -70,6 +70,7 @@ def _safe_next(target: str | None) -> str:
     deduct_when=_login_failed,
 )
 def login():
+    """The login form (GET) and logging in (POST), limited per address and account."""
     form = LoginForm()
     if form.validate_on_submit():
         email = User.normalize_email(form.email.data)

@@ -392,6 +392,7 @@ def _first_error(parsed: ParsedAnswer) -> str:
 @login_required
 @message_rate_limit
 def answer(conversation_id: int, tool_use_id: str):
+    """A card answered on the page (a form post): its run goes on."""
     conversation = owned_conversation(conversation_id)
     card_row = awaiting_card(db_session(), conversation.id)
     card = (card_row.meta.get("card") or {}) if card_row is not None else {}

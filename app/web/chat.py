@@ -85,6 +85,7 @@ def _must_onboard() -> bool:
 @bp.get("/")
 @login_required
 def index():
+    """The conversation list, with the latest chat open (or the empty state)."""
     if _must_onboard():
         return _welcome_page(WelcomeForm(formdata=None))
     conversations = conversations_for(db_session(), current_user.id)
@@ -106,6 +107,7 @@ def draft():
 @bp.get("/chats/<int:conversation_id>")
 @login_required
 def show(conversation_id: int):
+    """A chat's page: its rows, any waiting card, the live area and the composer."""
     conversation = owned_conversation(conversation_id)
     if _must_onboard():
         return redirect(url_for("chat.welcome"))
@@ -217,6 +219,7 @@ def _go_to(target: str, htmx_status: int):
 @bp.route("/chats/<int:conversation_id>/rename", methods=["GET", "POST"])
 @login_required
 def rename(conversation_id: int):
+    """The rename form in the list (GET), and the new title (POST): the person's own."""
     conversation = owned_or_404(Conversation, conversation_id)
     form = ChatTitleForm(obj=conversation)
     if request.method == "POST":
@@ -257,6 +260,7 @@ def _current_chat() -> int | None:
 @bp.get("/chats/<int:conversation_id>/item")
 @login_required
 def item(conversation_id: int):
+    """One conversation-list item (after a rename is cancelled)."""
     conversation = owned_or_404(Conversation, conversation_id)
     return render_template("chat/_conversation_item.html", item=conversation, current=None)
 
@@ -264,6 +268,7 @@ def item(conversation_id: int):
 @bp.post("/chats/<int:conversation_id>/delete")
 @login_required
 def delete(conversation_id: int):
+    """Delete the chat with its rows and runs (a reply being written is cancelled)."""
     conversation = owned_or_404(Conversation, conversation_id)
     delete_conversation(conversation.id)
     if is_htmx():
@@ -427,6 +432,7 @@ def _busy_response(conversation: Conversation):
 @bp.post("/chats/<int:conversation_id>/stop")
 @login_required
 def stop(conversation_id: int):
+    """The Stop button: the reply being written ends, keeping what was shown."""
     conversation = owned_or_404(Conversation, conversation_id)
     stop_conversation(conversation.id)
     if is_htmx():

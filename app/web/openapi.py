@@ -234,5 +234,6 @@ def document():
 
 @bp.get("/api/docs")
 def docs_page():
+    """The OpenAPI document rendered for people."""
     spec, _ = openapi_document(current_app)
     return render_template("api_docs.html", spec=spec)

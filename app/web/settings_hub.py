@@ -311,30 +311,35 @@ def _hub_page(status: int = 200, **overrides):
 @bp.get("")
 @login_required
 def hub():
+    """The settings page: instructions, facts, import, history, tokens, data, appearance, account."""
     return _hub_page()
 
 
 @bp.post("/instructions")
 @login_required
 def save_instructions():
+    """Save one's personal instructions."""
     return save_instructions_for(own_memory(), _hub_page)
 
 
 @bp.post("/facts")
 @login_required
 def add_fact():
+    """Add a fact to one's memory."""
     return add_fact_for(own_memory(), _hub_page)
 
 
 @bp.post("/facts/forget")
 @login_required
 def forget_fact():
+    """Forget one of one's facts."""
     return forget_fact_for(own_memory(), _hub_page)
 
 
 @bp.post("/facts/edit")
 @login_required
 def edit_fact():
+    """Correct one of one's facts."""
     return edit_fact_for(own_memory(), _hub_page)
 
 
@@ -342,12 +347,14 @@ def edit_fact():
 @login_required
 @model_work_rate_limit
 def import_text():
+    """Learn facts from a pasted text (the fast model picks them out)."""
     return import_text_for(own_memory(), _hub_page)
 
 
 @bp.get("/history")
 @login_required
 def history():
+    """The last changes to one's memory."""
     return render_template(
         "settings/_history.html", history=memory_history(current_user.id), swap_oob=False
     )
@@ -360,6 +367,7 @@ def history():
 @login_required
 @limiter.limit("10 per minute")
 def change_password():
+    """Change one's password (other sessions end; this one stays)."""
     form = PasswordChangeForm()
     session = db_session()
     user = session.get(User, current_user.id)
@@ -442,6 +450,7 @@ def _session_only() -> None:
 @bp.post("/tokens")
 @login_required
 def create_token():
+    """Make a bearer token with its scopes and expiry (shown once)."""
     _session_only()
     form = TokenForm()
     if not form.validate():
@@ -468,6 +477,7 @@ def create_token():
 @bp.post("/tokens/<int:token_id>/revoke")
 @login_required
 def revoke_token(token_id: int):
+    """Revoke one of one's tokens."""
     _session_only()
     token = owned_or_404(ApiToken, token_id)
     if token.revoked_at is None:

@@ -101,6 +101,7 @@ def _socket_slot(services, user_id: int, limit: int):
 
 @sock.route("/ws/chats/<int:conversation_id>", bp=bp)
 def chat_socket(ws, conversation_id: int):
+    """The chat's websocket: rows, live text and run frames, as HTML or JSON (docs/CONTRACT.md)."""
     if not _owned_conversation(conversation_id):
         ws.close(reason=POLICY_VIOLATION, message="")
         return

@@ -38,6 +38,7 @@ def _offers() -> list[Offer]:
 @bp.get("/")
 @login_required
 def home():
+    """The workspace opens on the offers."""
     return redirect(url_for("workspace.offers"))
 
 
@@ -60,6 +61,7 @@ def asset_image(asset_id: int):
 @bp.get("/offers")
 @login_required
 def offers():
+    """One's offers."""
     return render_template("workspace/offers.html", offers=_offers())
 
 
@@ -67,6 +69,7 @@ def offers():
 @bp.route("/offers/<int:offer_id>/edit", methods=["GET", "POST"])
 @login_required
 def edit_offer(offer_id: int | None = None):
+    """A new offer's form, or an offer's (GET), saved by POST."""
     offer = owned_or_404(Offer, offer_id) if offer_id else None
     form = OfferForm(obj=offer)
     if isinstance(form.brand_colors.data, list):
@@ -89,6 +92,7 @@ def edit_offer(offer_id: int | None = None):
 @bp.get("/personas")
 @login_required
 def personas():
+    """One's personas."""
     query = select(Persona).where(Persona.user_id == current_user.id).order_by(Persona.name)
     offers = {offer.id: offer for offer in _offers()}
     return render_template(
@@ -100,6 +104,7 @@ def personas():
 @bp.route("/personas/<int:persona_id>/edit", methods=["GET", "POST"])
 @login_required
 def edit_persona(persona_id: int | None = None):
+    """A new persona's form, or a persona's (GET), saved by POST."""
     persona = owned_or_404(Persona, persona_id) if persona_id else None
     form = PersonaForm(obj=persona)
     # Choices are the caller's own offers only, so a foreign offer id fails validation.
@@ -230,6 +235,7 @@ def _text_lines(value: Any, top: bool = False) -> list[str]:
 @bp.get("/outputs")
 @login_required
 def outputs():
+    """Everything the agents wrote for one, filtered by offer and agent."""
     session = db_session()
     offer_id = _offer_filter()
     agent = request.args.get("agent", "")[:60]
@@ -269,6 +275,7 @@ def _own_offer(offer_id: int | None) -> Offer | None:
 @bp.get("/outputs/<int:output_id>")
 @login_required
 def output(output_id: int):
+    """One saved output, readable, as plain text and as JSON."""
     saved = owned_or_404(Output, output_id)
     return render_template(
         "workspace/output.html",
@@ -284,6 +291,7 @@ def output(output_id: int):
 @bp.post("/outputs/<int:output_id>/delete")
 @login_required
 def delete_output(output_id: int):
+    """Delete a saved output."""
     session = db_session()
     saved = owned_or_404(Output, output_id)
     title = saved.title
@@ -300,6 +308,7 @@ def delete_output(output_id: int):
 @bp.get("/assets")
 @login_required
 def assets():
+    """The images made for one, filtered by offer."""
     session = db_session()
     offer_id = _offer_filter()
     query = select(VisualAsset).where(VisualAsset.user_id == current_user.id)
@@ -324,6 +333,7 @@ def assets():
 @bp.get("/assets/<int:asset_id>/view")
 @login_required
 def view_asset(asset_id: int):
+    """One image with its prompt and offer."""
     asset = owned_or_404(VisualAsset, asset_id)
     return render_template(
         "workspace/asset.html",
@@ -336,6 +346,7 @@ def view_asset(asset_id: int):
 @bp.post("/assets/<int:asset_id>/delete")
 @login_required
 def delete_asset(asset_id: int):
+    """Delete an image."""
     session = db_session()
     asset = owned_or_404(VisualAsset, asset_id)
     title = asset.title
