@@ -174,6 +174,29 @@ def _persona_values(persona: Persona) -> dict:
     }
 
 
+def _create(model, shape, form_class, defaults: dict, **choices):
+    """A new item of the caller's from the JSON body, through the page's form."""
+    request.get_data(cache=True)  # the body is read before the write lock is taken
+    form = _validated(form_class, defaults, **{name: load() for name, load in choices.items()})
+    item = model(user_id=current_user.id)
+    form.apply_to(item)
+    return _save(item, 201, shape)
+
+
+def _item(model, item_id: int, shape, form_class, current_values, **choices):
+    """GET, PATCH (fields left out keep their value) or DELETE one of the caller's items."""
+    if request.method == "GET":
+        return _one(model, item_id, shape)
+    if request.method == "DELETE":
+        return _delete(model, item_id)
+    request.get_data(cache=True)
+    found = owned_or_404(model, item_id)
+    loaded = {name: load() for name, load in choices.items()}
+    form = _validated(form_class, current_values(found), **loaded)
+    form.apply_to(found)
+    return _save(found, 200, shape)
+
+
 def _save(item, status: int, shape):
     session = db_session()
     session.add(item)
@@ -202,11 +225,7 @@ def list_offers():
 @documented("POST", "Create an offer", response=OfferOut, status=201, body=OfferForm)
 @login_required
 def create_offer():
-    request.get_data(cache=True)  # the body is read before the write lock is taken
-    form = _validated(OfferForm)
-    offer = Offer(user_id=current_user.id)
-    form.apply_to(offer)
-    return _save(offer, 201, OfferOut)
+    return _create(Offer, OfferOut, OfferForm, {})
 
 
 @bp.get("/offers/<int:offer_id>")
@@ -222,15 +241,7 @@ def create_offer():
 )
 @login_required
 def offer(offer_id: int):
-    if request.method == "GET":
-        return _one(Offer, offer_id, OfferOut)
-    if request.method == "DELETE":
-        return _delete(Offer, offer_id)
-    request.get_data(cache=True)
-    found = owned_or_404(Offer, offer_id)
-    form = _validated(OfferForm, _offer_values(found))
-    form.apply_to(found)
-    return _save(found, 200, OfferOut)
+    return _item(Offer, offer_id, OfferOut, OfferForm, _offer_values)
 
 
 # -- personas -------------------------------------------------------------------------------
@@ -247,11 +258,7 @@ def list_personas():
 @documented("POST", "Create a persona", response=PersonaOut, status=201, body=PersonaForm)
 @login_required
 def create_persona():
-    request.get_data(cache=True)
-    form = _validated(PersonaForm, {"offer_id": "0"}, offer_id=_offer_choices())
-    persona = Persona(user_id=current_user.id)
-    form.apply_to(persona)
-    return _save(persona, 201, PersonaOut)
+    return _create(Persona, PersonaOut, PersonaForm, {"offer_id": "0"}, offer_id=_offer_choices)
 
 
 @bp.get("/personas/<int:persona_id>")
@@ -267,15 +274,9 @@ def create_persona():
 )
 @login_required
 def persona(persona_id: int):
-    if request.method == "GET":
-        return _one(Persona, persona_id, PersonaOut)
-    if request.method == "DELETE":
-        return _delete(Persona, persona_id)
-    request.get_data(cache=True)
-    found = owned_or_404(Persona, persona_id)
-    form = _validated(PersonaForm, _persona_values(found), offer_id=_offer_choices())
-    form.apply_to(found)
-    return _save(found, 200, PersonaOut)
+    return _item(
+        Persona, persona_id, PersonaOut, PersonaForm, _persona_values, offer_id=_offer_choices
+    )
 
 
 # -- outputs and assets ---------------------------------------------------------------------
