@@ -87,6 +87,8 @@ def _pages(chat_id: int, user_id: int) -> list[str]:
         f"/chats/{chat_id}",
         "/chats/new",
         "/settings",
+        "/search?q=quiz",
+        "/api/docs",
         "/workspace/offers",
         "/workspace/offers/new",
         "/workspace/personas",
