@@ -121,6 +121,14 @@ def _audit(page) -> list[str]:
         page.evaluate(AXE.read_text())
     return page.evaluate(
         """async () => {
+          // Judge the page as it settles, not halfway through a fade (a row's time fades in
+          // when its card takes focus): wait for the finite transitions under way.
+          const fading = document.getAnimations().filter(
+            (a) => a.effect && a.effect.getComputedTiming().endTime !== Infinity);
+          await Promise.race([
+            Promise.all(fading.map((a) => a.finished.catch(() => null))),
+            new Promise((done) => setTimeout(done, 2000)),
+          ]);
           const result = await axe.run(document, { resultTypes: ["violations"] });
           return result.violations
             .filter((v) => v.impact === "serious" || v.impact === "critical")
