@@ -10,9 +10,9 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.chat.executor import make_executor
 from app.config import PROJECT_ROOT, load_settings
-from app.extensions import csrf, limiter, login_manager, migrate, sock
 from app.services import build_services, make_database
 from app.web import identity
+from app.web.extensions import csrf, limiter, login_manager, migrate, sock
 from app.web.session import SessionInterface
 
 CONTENT_SECURITY_POLICY = (

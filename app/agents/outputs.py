@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.agents.guidelines import append_guidelines, current_rules
-from app.chat.events import AgentToken, Timeline
+from app.events import AgentToken, Timeline
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
 from app.tools.context import ToolContext
 from app.tools.registry import ToolFailure, ToolResult

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from app.chat import events as ev
+from app import events as ev
 from app.chat.models import RUN_CANCELLED, Conversation, Run
 from app.db import utcnow
 

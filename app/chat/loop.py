@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from app import events as ev
 from app.billing.meter import record_run_usage
-from app.chat import events as ev
 from app.chat.branches import restore_unanswered_fork
 from app.chat.context_window import HostRequestBuilder, PreparedRequest
 from app.chat.conversations import conversation_dict, row_dict

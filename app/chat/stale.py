@@ -15,7 +15,7 @@ from datetime import timedelta
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
-from app.chat import events as ev
+from app import events as ev
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.models import (
     ACTIVE_RUN_STATUSES,

@@ -16,9 +16,9 @@ import logging
 from sqlalchemy import select, update
 
 from app.chat.conversations import conversation_dict
-from app.chat.events import ConversationChanged
 from app.chat.models import TITLE_DEFAULT, TITLE_MESSAGE, TITLE_MODEL, Conversation, Message, Run
 from app.db import read_transaction
+from app.events import ConversationChanged
 from app.llm.client import ModelError, StreamCancelled
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
 from app.services import Services

@@ -10,7 +10,7 @@ import threading
 from collections import defaultdict
 from typing import Protocol
 
-from app.chat.events import Event
+from app.events import Event
 from app.stream.live import LiveState
 
 QUEUE_SIZE = 5_000

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.chat import events as ev
+from app import events as ev
 
 MAX_AGENT_TOKENS_CHARS = 60_000
 

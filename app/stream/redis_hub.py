@@ -40,7 +40,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from app.chat import events as ev
+from app import events as ev
 from app.stream.hub import QUEUE_SIZE, Subscription, forget
 from app.stream.live import LiveState
 

@@ -12,7 +12,7 @@ from app.config import Settings
 from app.tools.registry import ToolFailure
 
 if TYPE_CHECKING:
-    from app.chat.events import Event
+    from app.events import Event
     from app.services import Services
 
 T = TypeVar("T")

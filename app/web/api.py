@@ -21,10 +21,10 @@ from app.chat.conversations import (
     create_conversation,
 )
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
-from app.extensions import message_rate_limit
 from app.web.access import owned_before_waiting, owned_conversation, owned_or_404
 from app.web.admin import admin_required
 from app.web.errors import ApiError
+from app.web.extensions import message_rate_limit
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
 from app.web.openapi import UPLOAD, Param, documented

@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from app.accounts.models import User, dummy_password_check, end_sessions, spend_a_password_hash
 from app.accounts.service import AccountError, create_user
-from app.extensions import limiter
+from app.web.extensions import limiter
 from app.web.forms import ConfirmForm, LoginForm, SignupForm
 from app.web.identity import client_address, db_session
 from app.web.session import end_this_session, start_session

@@ -38,12 +38,12 @@ from app.chat.conversations import (
     create_conversation,
     rename_conversation,
 )
-from app.chat.events import ConversationChanged
 from app.chat.models import STREAMING, Conversation, Message
 from app.db import utcnow
-from app.extensions import message_rate_limit, welcome_rate_limit
+from app.events import ConversationChanged
 from app.web.access import is_htmx, owned_before_waiting, owned_conversation, owned_or_404
 from app.web.errors import ApiError, error_response
+from app.web.extensions import message_rate_limit, welcome_rate_limit
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text

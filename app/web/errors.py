@@ -59,7 +59,7 @@ def error_response(status: int, code: str, message: str, headers=None, field=Non
 
 def _retry_after() -> int:
     """Seconds until the limit resets, from flask-limiter's view of this request."""
-    from app.extensions import limiter
+    from app.web.extensions import limiter
 
     limit = limiter.current_limit
     if limit is None:
@@ -69,7 +69,7 @@ def _retry_after() -> int:
 
 
 def _limited_what() -> str:
-    from app.extensions import MODEL_WORK_SCOPE, limiter
+    from app.web.extensions import MODEL_WORK_SCOPE, limiter
 
     limit = limiter.current_limit
     if limit is not None and MODEL_WORK_SCOPE in limit.key:

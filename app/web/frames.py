@@ -9,7 +9,7 @@ import time
 from flask import render_template
 from markupsafe import escape
 
-from app.chat import events as ev
+from app import events as ev
 from app.stream.live import LiveState
 from app.web.live_text import LiveText
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify
 from flask_login import current_user, login_required
 
-from app.extensions import model_work_rate_limit
 from app.memory.store import (
     MAX_FACT_CHARS,
     MAX_FACTS,
@@ -19,6 +18,7 @@ from app.memory.store import (
 )
 from app.web.api import json_body
 from app.web.errors import ApiError
+from app.web.extensions import model_work_rate_limit
 from app.web.identity import db_session
 from app.web.openapi import documented
 from app.web.shapes import MemoryBody, MemoryOut, MemoryText

@@ -29,7 +29,6 @@ from sqlalchemy import select
 from app.accounts.models import ApiToken, User, end_sessions
 from app.chat.provenance import untrusted_facts
 from app.db import utcnow
-from app.extensions import limiter, model_work_rate_limit
 from app.memory.models import MemoryChange, UserMemory
 from app.memory.store import (
     MAX_FACT_CHARS,
@@ -45,6 +44,7 @@ from app.memory.store import (
 )
 from app.web.access import is_htmx, owned_or_404
 from app.web.errors import ApiError
+from app.web.extensions import limiter, model_work_rate_limit
 from app.web.forms import (
     ConfirmForm,
     FactEditForm,

@@ -13,10 +13,10 @@ from flask_login import current_user
 
 from app.chat.branches import branch_version, current_leaf, shown_rows
 from app.chat.conversations import conversation_dict
-from app.chat.events import BranchChanged, RowPersisted, RunError
 from app.chat.models import Conversation
 from app.db import read_transaction
-from app.extensions import sock
+from app.events import BranchChanged, RowPersisted, RunError
+from app.web.extensions import sock
 from app.web.frames import HtmlFrames, JsonFrames
 from app.web.identity import db_session
 from app.web.input_gate import InputRefused, load_json, max_id

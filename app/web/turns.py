@@ -8,7 +8,6 @@ from flask import current_app, request
 from flask_login import current_user
 
 from app.chat.conversations import conversation_dict, row_dict
-from app.chat.events import BranchChanged, ConversationChanged, RowPersisted, Status
 from app.chat.models import Conversation
 from app.chat.runs import active_run, lock_conversation
 from app.chat.stop import stop_active_run
@@ -21,6 +20,7 @@ from app.chat.turns import (
     submit_regenerate,
     submit_tool_response,
 )
+from app.events import BranchChanged, ConversationChanged, RowPersisted, Status
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.workspace.attachments import (

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from app.agents.catalog import load_agents
 from app.agents.outputs import answer_tool_name
-from app.chat.events import AgentToken, TextDelta
+from app.events import AgentToken, TextDelta
 from app.llm.demo import agent_output
 from app.workspace.models import Offer, Output
 from tests.chat.conftest import ChatDriver

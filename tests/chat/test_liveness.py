@@ -12,10 +12,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from app.chat.events import Done, Keepalive
 from app.chat.models import Conversation, Run
 from app.chat.stale import INTERRUPTED, sweep
 from app.db import utcnow
+from app.events import Done, Keepalive
 from tests.chat.conftest import ChatDriver
 from tests.fake_model import Turn, text, thinking, tool_use
 

@@ -9,8 +9,8 @@ import time
 
 from sqlalchemy import select
 
-from app.chat.events import TextDelta
 from app.chat.models import Conversation, Message, Run
+from app.events import TextDelta
 from tests.fake_model import Turn, api_error, stream_error, text, thinking, tool_use
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from app.chat.events import Status, TextDelta, to_wire
+from app.events import Status, TextDelta, to_wire
 from app.stream.live import LiveState
 from app.web.frames import HtmlFrames, JsonFrames
 from tests.fake_model import Turn, api_error, stream_error, text

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from app.chat.events import TextDelta
 from app.chat.stop import CANCELLED_RESULT
+from app.events import TextDelta
 from app.llm.demo import agent_output
 from tests.fake_model import Turn, text, tool_use
 

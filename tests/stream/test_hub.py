@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from app.chat import events as ev
-from app.chat.events import coalesce
+from app import events as ev
+from app.events import coalesce
 from app.stream import hub as hub_module
 from app.stream.hub import LocalHub
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 import redis
 
-from app.chat import events as ev
+from app import events as ev
 from app.stream import hub as hub_module
 from app.stream.hub import LocalHub
 from app.stream.live import LiveState

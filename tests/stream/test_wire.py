@@ -7,7 +7,7 @@ from typing import get_args
 
 import pytest
 
-from app.chat import events as ev
+from app import events as ev
 
 EVERY_KIND = [
     ev.TextDelta(7, 'Hé, "quoted" <b>text</b> 🎉'),

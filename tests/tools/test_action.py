@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from sqlalchemy import func, select
 
-from app.chat.events import AgentToken, Timeline
+from app.events import AgentToken, Timeline
 from app.tools import action
 from app.tools.registry import Pause, ToolFailure, ToolResult
 from app.workspace.models import Campaign, Character, ImagePreset, Output, VisualAsset

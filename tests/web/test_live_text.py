@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.chat import events as ev
+from app import events as ev
 from app.stream.live import LiveState
 from app.web.frames import HtmlFrames
 from app.web.live_text import (

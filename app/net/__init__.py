@@ -1,0 +1,1 @@
+"""Outbound network access that is safe to point at untrusted addresses."""
