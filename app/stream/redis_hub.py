@@ -42,7 +42,7 @@ from redis.retry import Retry
 
 from app import events as ev
 from app.stream.hub import QUEUE_SIZE, Subscription, forget
-from app.stream.live import LiveState
+from app.stream.live import LiveEffect, LiveState, live_effect
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +64,9 @@ _KEEPALIVE_OPTIONS = (
 )
 
 # KEYS: seq, live, run. ARGV: channel, payload, mode, run_id, ttl, live_payload.
-# mode: "pass" (not part of a run's live state), "run" (a run's event: a new run id starts a
-# new list, as LiveState.apply resets), "row" (a row: kept only if its run is the live one,
-# since LiveState ignores rows of other runs), "done" (clears the list if its run is live).
+# mode: the event's LiveEffect (app/stream/live.py), which the script applies to the list:
+# "pass" leaves it, "run" appends (a new run id first starts a new list), "row" appends only
+# if its run is the live one, "done" clears it if its run is the live one.
 # An absent counter starts at the server clock in microseconds, so it keeps growing across
 # expiries and a long-lived subscriber never mistakes new events for ones it already has.
 PUBLISH_SCRIPT = """
@@ -109,21 +109,12 @@ def _dumps(event: ev.Event) -> str:
     return json.dumps(ev.to_wire(event), ensure_ascii=False, separators=(",", ":"))
 
 
-def _live_effect(event: ev.Event) -> tuple[str, str | None]:
-    """How the event changes the live list (mode of the script), and what to keep in the
-    list when it is not the event itself."""
-    run_id = getattr(event, "run_id", None)
-    match event:
-        case ev.Done():
-            return "done", None
-        case ev.ConversationChanged() | ev.Keepalive():
-            return "pass", None  # LiveState ignores them
-        case ev.RowPersisted(row=row) if run_id is not None:
-            # LiveState reads only a row's kind: keep that, not the whole (large) row.
-            return "row", _dumps(ev.RowPersisted({"kind": row.get("kind")}, run_id))
-        case _ if run_id is not None:
-            return "run", None
-    return "pass", None
+def _live_payload(event: ev.Event, effect: LiveEffect) -> str | None:
+    """What to keep in the live list for the event, when not the event itself."""
+    if effect is LiveEffect.ROW:
+        # LiveState reads only a row's kind: keep that, not the whole (large) row.
+        return _dumps(ev.RowPersisted({"kind": event.row.get("kind")}, event.run_id))
+    return None
 
 
 class RedisSubscription(Subscription):
@@ -264,14 +255,15 @@ class RedisHub:
 
     def _publish_one(self, conversation_id: int, event: ev.Event, client) -> None:
         payload = _dumps(event)
-        mode, live_payload = _live_effect(event)
+        effect = live_effect(event)  # decided here; the script only applies it
+        live_payload = _live_payload(event, effect)
         run_id = getattr(event, "run_id", None)
         self._publish_script(
             keys=self._live_keys(conversation_id),
             args=[
                 self._conversation_channel(conversation_id),
                 payload,
-                mode,
+                effect.value,
                 "" if run_id is None else str(run_id),
                 self.live_ttl,
                 live_payload or payload,

@@ -83,12 +83,8 @@ class HtmlFrames:
         return self.live_text.frame(self.live.text) if self.live.run_id is not None else ""
 
     def _event(self, event: ev.Event) -> str:
-        new_run = getattr(event, "run_id", None) not in (None, self.live.run_id) and not isinstance(
-            event, ev.RowPersisted | ev.ConversationChanged | ev.Done | ev.Keepalive
-        )
         steps_before = len(self.live.steps)
-        self.live.apply(event)
-        if new_run:
+        if self.live.apply(event):  # a new run: its live area whole
             return self._live_area()
         match event:
             case ev.TextDelta():
