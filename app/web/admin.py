@@ -37,7 +37,7 @@ from app.web.access import is_htmx
 from app.web.forms import Form, UserCreateForm
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
-from app.web.settings_hub import (
+from app.web.settings_page import (
     MemoryTarget,
     add_fact_for,
     edit_fact_for,

@@ -45,10 +45,10 @@ from app.chat.models import Message
 from app.chat.runs import awaiting_card
 from app.tools.ui import check_step
 from app.web.access import is_htmx, owned_conversation
+from app.web.chat_actions import start_turn
 from app.web.errors import ApiError, error_response
 from app.web.extensions import message_rate_limit
 from app.web.identity import db_session, wants_json
-from app.web.turns import start_turn
 
 bp = Blueprint("cards", __name__)
 

@@ -46,18 +46,18 @@ from app.web.access import (
     owned_or_404,
     shown_chat_id,
 )
-from app.web.errors import ApiError, error_response
-from app.web.extensions import message_rate_limit, welcome_rate_limit
-from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
-from app.web.identity import db_session
-from app.web.input_gate import id_from_text
-from app.web.turns import (
+from app.web.chat_actions import (
     delete_conversation,
     start_turn,
     stop_conversation,
     store_request_uploads,
     switch_branch,
 )
+from app.web.errors import ApiError, error_response
+from app.web.extensions import message_rate_limit, welcome_rate_limit
+from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
+from app.web.identity import db_session
+from app.web.input_gate import id_from_text
 from app.workspace.attachments import AttachmentRefused, human_size, pending_attachments
 from app.workspace.models import Attachment
 
@@ -270,17 +270,6 @@ def delete(conversation_id: int):
             response.headers["HX-Redirect"] = url_for("chat.index")
         return response
     return redirect(url_for("chat.index"))
-
-
-@bp.get("/chats/<int:conversation_id>/rows")
-@login_required
-def rows(conversation_id: int):
-    """Rows after a sequence, as row partials: how a reconnected page catches up."""
-    conversation = owned_conversation(conversation_id)
-    after = request.args.get("after", "0")
-    after = id_from_text(after) or 0
-    found = shown_rows(db_session(), conversation, after)
-    return render_template("chat/_row_list.html", rows=found, conversation_id=conversation.id)
 
 
 @bp.post("/chats/<int:conversation_id>/messages")
