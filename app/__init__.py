@@ -133,8 +133,10 @@ def _init_login(app: Flask) -> None:
 
 
 def _register_blueprints(app: Flask) -> None:
+    # The admin blueprint's pages by subject: these modules add theirs to it.
     from app.web import (
         admin,
+        admin_guidelines,  # noqa: F401
         api,
         auth,
         cards,

@@ -41,8 +41,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from app import events as ev
-from app.stream.hub import QUEUE_SIZE, Subscription, forget
+from app.stream.hub import Subscription, forget
 from app.stream.live import LiveEffect, LiveState, live_effect
+from app.stream.redis_subscription import RedisSubscription, parse_event
 
 log = logging.getLogger(__name__)
 
@@ -115,42 +116,6 @@ def _live_payload(event: ev.Event, effect: LiveEffect) -> str | None:
         # LiveState reads only a row's kind: keep that, not the whole (large) row.
         return _dumps(ev.RowPersisted({"kind": event.row.get("kind")}, event.run_id))
     return None
-
-
-class RedisSubscription(Subscription):
-    """A socket's subscription. Messages arriving before the snapshot is read wait aside;
-    then those already in the snapshot (numbered at or below its counter) are skipped."""
-
-    def __init__(self, hub: RedisHub, conversation_id: int, user_id: int | None):
-        super().__init__(hub, conversation_id, user_id, LiveState())
-        self.snapshot_seq: int | None = None
-        # Set once Redis confirmed the subscription: from then on a dropped connection is a
-        # gap this subscriber must be told about.
-        self.listening = False
-        self._early: list[tuple[int | None, ev.Event]] = []
-        self.channels: list[bytes] = []
-        self._lock = threading.Lock()
-
-    def deliver(self, seq: int | None, event: ev.Event) -> None:
-        """From the listener. `seq` is None for the person's events (never in a snapshot)."""
-        with self._lock:
-            if self.snapshot_seq is None:
-                if len(self._early) < QUEUE_SIZE:
-                    self._early.append((seq, event))
-                else:
-                    self.overflowed = True
-                return
-            if seq is None or seq > self.snapshot_seq:
-                self.put(event)
-
-    def start(self, snapshot: LiveState, snapshot_seq: int) -> None:
-        with self._lock:
-            self.snapshot = snapshot
-            self.snapshot_seq = snapshot_seq
-            early, self._early = self._early, []
-            for seq, event in early:
-                if seq is None or seq > snapshot_seq:
-                    self.put(event)
 
 
 class RedisHub:
@@ -305,7 +270,7 @@ class RedisHub:
         if run_id is not None:
             state.reset(int(run_id))
             for item in items:
-                event = _parse(item)
+                event = parse_event(item)
                 if event is not None:
                     state.apply(event)
         return state, int(seq or 0)
@@ -473,7 +438,7 @@ class RedisHub:
                 log.warning("hub: skipped a message without a sequence number")
                 return
             seq = int(number)
-        event = _parse(data)
+        event = parse_event(data)
         if event is None:
             return
         for subscription in receivers:
@@ -511,11 +476,3 @@ def _merge_deltas(batch: list[tuple[int, ev.Event]]) -> list[tuple[int, ev.Event
         for conversation_id, events in by_conversation.items()
         for event in ev.coalesce(events)
     ]
-
-
-def _parse(data: bytes) -> ev.Event | None:
-    try:
-        return ev.from_wire(json.loads(data))
-    except (ValueError, KeyError, TypeError):
-        log.warning("hub: skipped a message that is not an event")
-        return None

@@ -102,55 +102,49 @@ class HtmlFrames:
                 return _template(
                     "chat/_agent_tokens.html", live=self.live, step=step, more=event.text
                 )
-            case ev.RowPersisted(row=row):
-                html = _template(
-                    "chat/_rows.html",
-                    rows=[row],
-                    swap="beforeend",
-                    conversation_id=self.conversation_id,
-                )
-                if row["kind"] in ("host", "card") and event.run_id == self.live.run_id:
-                    self.live_text.closed()
-                    html += _empty_live_text()
-                return html
-            case ev.Done():
-                self.live_text.closed()
-                return _template("chat/_live.html", live=None, swap_oob=True) + _template(
-                    "chat/_composer.html",
-                    conversation_id=self.conversation_id,
-                    busy=False,
-                    swap_oob=True,
-                )
-            case ev.BranchChanged(messages=rows, version=version) if rows is not None:
-                # Another branch is shown: the rows are re-rendered in place (app/chat/branches.py).
-                return _template(
-                    "chat/_rows.html",
-                    rows=rows,
-                    swap="innerHTML",
-                    branch_version=version,
-                    conversation_id=self.conversation_id,
-                )
-            case ev.Keepalive():
-                return "<!-- keepalive -->"  # no element, so htmx swaps nothing
             case ev.Status(state=state):
                 html = self._status()
                 if state == "retrying":  # the failed attempt's text is discarded
                     html += _empty_live_text()
                 return html
+            case ev.Done():
+                self.live_text.closed()
+                live_area = _template("chat/_live.html", live=None, swap_oob=True)
+                return live_area + self._composer(busy=False)
+        return self._page_event(event)
+
+    def _page_event(self, event: ev.Event) -> str:
+        """What an event changes outside the live area: rows, the banner, the list."""
+        match event:
+            case ev.RowPersisted(row=row):
+                html = self._rows([row], swap="beforeend")
+                if row["kind"] in ("host", "card") and event.run_id == self.live.run_id:
+                    self.live_text.closed()
+                    html += _empty_live_text()
+                return html
+            case ev.BranchChanged(messages=rows, version=version) if rows is not None:
+                # Another branch is shown: the rows are re-rendered in place (app/chat/branches.py).
+                return self._rows(rows, swap="innerHTML", branch_version=version)
+            case ev.Keepalive():
+                return "<!-- keepalive -->"  # no element, so htmx swaps nothing
             case ev.RunError(message=message):
                 return _template("chat/_banner.html", message=message, swap_oob=True)
             case ev.ConversationChanged(conversation=conversation):
-                shown_here = conversation["id"] == self.conversation_id
                 html = self.title(conversation)
+                shown_here = conversation["id"] == self.conversation_id
                 if shown_here and conversation["status"] == "STREAMING":
-                    html += _template(
-                        "chat/_composer.html",
-                        conversation_id=self.conversation_id,
-                        busy=True,
-                        swap_oob=True,
-                    )
+                    html += self._composer(busy=True)
                 return html
         return ""
+
+    def _rows(self, rows: list[dict], **swap) -> str:
+        """Rows appended, or the rows replaced (`swap`, `branch_version`: chat/_rows.html)."""
+        return _template("chat/_rows.html", rows=rows, conversation_id=self.conversation_id, **swap)
+
+    def _composer(self, busy: bool) -> str:
+        return _template(
+            "chat/_composer.html", conversation_id=self.conversation_id, busy=busy, swap_oob=True
+        )
 
     def more(self, after: int) -> str:
         """A catch-up was cut at its page size: the page's script asks again from its
