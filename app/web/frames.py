@@ -1,5 +1,6 @@
 """Turning hub events into socket frames: JSON objects, or HTML fragments that htmx's
-websocket extension swaps out-of-band by id."""
+websocket extension swaps out-of-band by id. Each fragment comes from the partial that owns
+its id (templates/chat/_*.html), which the page includes too: this module passes data."""
 
 from __future__ import annotations
 
