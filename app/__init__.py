@@ -133,8 +133,10 @@ def _init_login(app: Flask) -> None:
 
 
 def _register_blueprints(app: Flask) -> None:
+    # The admin blueprint's pages by subject: these modules add theirs to it.
     from app.web import (
         admin,
+        admin_guidelines,  # noqa: F401
         api,
         auth,
         cards,
@@ -143,7 +145,7 @@ def _register_blueprints(app: Flask) -> None:
         memory_api,
         openapi,
         search,
-        settings_hub,
+        settings_page,
         sockets,
         workspace,
         workspace_api,
@@ -154,7 +156,7 @@ def _register_blueprints(app: Flask) -> None:
         chat,
         cards,
         workspace,
-        settings_hub,
+        settings_page,
         admin,
         api,
         memory_api,

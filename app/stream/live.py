@@ -5,11 +5,36 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from app import events as ev
 
 MAX_AGENT_TOKENS_CHARS = 60_000
+
+
+class LiveEffect(StrEnum):
+    """What an event does to its conversation's live state: the one statement of when a run
+    starts, resets and keeps a row. LiveState applies it here; the Redis hub's script
+    applies it to the list it keeps (the values are the script's argument)."""
+
+    NONE = "pass"  # not part of a run's live state (no run; a list update; a keepalive)
+    RUN = "run"  # part of its run's live state; another run's event starts that run anew
+    ROW = "row"  # a row: part of the live state only while its run is the live one
+    DONE = "done"  # its run ended: the live state goes, if that run is the live one
+
+
+def live_effect(event: ev.Event) -> LiveEffect:
+    """How `event` changes the live state (see LiveEffect)."""
+    if isinstance(event, ev.Done):
+        return LiveEffect.DONE
+    if getattr(event, "run_id", None) is None or isinstance(
+        event, ev.ConversationChanged | ev.Keepalive
+    ):
+        return LiveEffect.NONE
+    if isinstance(event, ev.RowPersisted):
+        return LiveEffect.ROW  # a row of another run comes from a request, not the live run
+    return LiveEffect.RUN
 
 
 @dataclass
@@ -22,21 +47,23 @@ class LiveState:
     status: str | None = None
     status_since: int | None = None
 
-    def apply(self, event: ev.Event) -> None:
-        run_id = getattr(event, "run_id", None)
-        if isinstance(event, ev.Done):
+    def apply(self, event: ev.Event) -> bool:
+        """Apply `event`; True when it started a new run's live state (its first event)."""
+        effect = live_effect(event)
+        if effect is LiveEffect.NONE:
+            return False
+        if effect is LiveEffect.DONE:
             if event.run_id == self.run_id:
                 self.reset(None)
-            return
-        if run_id is None or isinstance(event, ev.ConversationChanged | ev.Keepalive):
-            return
-        if run_id != self.run_id:
-            if isinstance(event, ev.RowPersisted):
-                return  # a row from a request, not part of the live run
-            self.reset(run_id)
+            return False
+        started = event.run_id != self.run_id
+        if started:
+            if effect is LiveEffect.ROW:
+                return False
+            self.reset(event.run_id)
         if isinstance(event, ev.Status):
             self._wait(event)
-            return
+            return started
         if self.status is not None and not _leaves_wait_on(event):
             self.status = self.status_since = None
         match event:
@@ -52,6 +79,7 @@ class LiveState:
                 step = self._open_step("writing", agent)
                 if step is not None and len(step["tokens"]) < MAX_AGENT_TOKENS_CHARS:
                     step["tokens"] += text
+        return started
 
     def reset(self, run_id: int | None) -> None:
         self.run_id = run_id

@@ -41,8 +41,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from app import events as ev
-from app.stream.hub import QUEUE_SIZE, Subscription, forget
-from app.stream.live import LiveState
+from app.stream.hub import Subscription, forget
+from app.stream.live import LiveEffect, LiveState, live_effect
+from app.stream.redis_subscription import RedisSubscription, parse_event
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +65,9 @@ _KEEPALIVE_OPTIONS = (
 )
 
 # KEYS: seq, live, run. ARGV: channel, payload, mode, run_id, ttl, live_payload.
-# mode: "pass" (not part of a run's live state), "run" (a run's event: a new run id starts a
-# new list, as LiveState.apply resets), "row" (a row: kept only if its run is the live one,
-# since LiveState ignores rows of other runs), "done" (clears the list if its run is live).
+# mode: the event's LiveEffect (app/stream/live.py), which the script applies to the list:
+# "pass" leaves it, "run" appends (a new run id first starts a new list), "row" appends only
+# if its run is the live one, "done" clears it if its run is the live one.
 # An absent counter starts at the server clock in microseconds, so it keeps growing across
 # expiries and a long-lived subscriber never mistakes new events for ones it already has.
 PUBLISH_SCRIPT = """
@@ -109,57 +110,12 @@ def _dumps(event: ev.Event) -> str:
     return json.dumps(ev.to_wire(event), ensure_ascii=False, separators=(",", ":"))
 
 
-def _live_effect(event: ev.Event) -> tuple[str, str | None]:
-    """How the event changes the live list (mode of the script), and what to keep in the
-    list when it is not the event itself."""
-    run_id = getattr(event, "run_id", None)
-    match event:
-        case ev.Done():
-            return "done", None
-        case ev.ConversationChanged() | ev.Keepalive():
-            return "pass", None  # LiveState ignores them
-        case ev.RowPersisted(row=row) if run_id is not None:
-            # LiveState reads only a row's kind: keep that, not the whole (large) row.
-            return "row", _dumps(ev.RowPersisted({"kind": row.get("kind")}, run_id))
-        case _ if run_id is not None:
-            return "run", None
-    return "pass", None
-
-
-class RedisSubscription(Subscription):
-    """A socket's subscription. Messages arriving before the snapshot is read wait aside;
-    then those already in the snapshot (numbered at or below its counter) are skipped."""
-
-    def __init__(self, hub: RedisHub, conversation_id: int, user_id: int | None):
-        super().__init__(hub, conversation_id, user_id, LiveState())
-        self.snapshot_seq: int | None = None
-        # Set once Redis confirmed the subscription: from then on a dropped connection is a
-        # gap this subscriber must be told about.
-        self.listening = False
-        self._early: list[tuple[int | None, ev.Event]] = []
-        self.channels: list[bytes] = []
-        self._lock = threading.Lock()
-
-    def deliver(self, seq: int | None, event: ev.Event) -> None:
-        """From the listener. `seq` is None for the person's events (never in a snapshot)."""
-        with self._lock:
-            if self.snapshot_seq is None:
-                if len(self._early) < QUEUE_SIZE:
-                    self._early.append((seq, event))
-                else:
-                    self.overflowed = True
-                return
-            if seq is None or seq > self.snapshot_seq:
-                self.put(event)
-
-    def start(self, snapshot: LiveState, snapshot_seq: int) -> None:
-        with self._lock:
-            self.snapshot = snapshot
-            self.snapshot_seq = snapshot_seq
-            early, self._early = self._early, []
-            for seq, event in early:
-                if seq is None or seq > snapshot_seq:
-                    self.put(event)
+def _live_payload(event: ev.Event, effect: LiveEffect) -> str | None:
+    """What to keep in the live list for the event, when not the event itself."""
+    if effect is LiveEffect.ROW:
+        # LiveState reads only a row's kind: keep that, not the whole (large) row.
+        return _dumps(ev.RowPersisted({"kind": event.row.get("kind")}, event.run_id))
+    return None
 
 
 class RedisHub:
@@ -264,14 +220,15 @@ class RedisHub:
 
     def _publish_one(self, conversation_id: int, event: ev.Event, client) -> None:
         payload = _dumps(event)
-        mode, live_payload = _live_effect(event)
+        effect = live_effect(event)  # decided here; the script only applies it
+        live_payload = _live_payload(event, effect)
         run_id = getattr(event, "run_id", None)
         self._publish_script(
             keys=self._live_keys(conversation_id),
             args=[
                 self._conversation_channel(conversation_id),
                 payload,
-                mode,
+                effect.value,
                 "" if run_id is None else str(run_id),
                 self.live_ttl,
                 live_payload or payload,
@@ -313,7 +270,7 @@ class RedisHub:
         if run_id is not None:
             state.reset(int(run_id))
             for item in items:
-                event = _parse(item)
+                event = parse_event(item)
                 if event is not None:
                     state.apply(event)
         return state, int(seq or 0)
@@ -481,7 +438,7 @@ class RedisHub:
                 log.warning("hub: skipped a message without a sequence number")
                 return
             seq = int(number)
-        event = _parse(data)
+        event = parse_event(data)
         if event is None:
             return
         for subscription in receivers:
@@ -519,11 +476,3 @@ def _merge_deltas(batch: list[tuple[int, ev.Event]]) -> list[tuple[int, ev.Event
         for conversation_id, events in by_conversation.items()
         for event in ev.coalesce(events)
     ]
-
-
-def _parse(data: bytes) -> ev.Event | None:
-    try:
-        return ev.from_wire(json.loads(data))
-    except (ValueError, KeyError, TypeError):
-        log.warning("hub: skipped a message that is not an event")
-        return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from flask import abort, current_app, request
 from flask_login import current_user
@@ -46,3 +47,22 @@ def owned_conversation(conversation_id: int) -> Conversation:
 
 def is_htmx() -> bool:
     return request.headers.get("HX-Request") == "true"
+
+
+# The endpoints whose own URL names the chat the page shows: the chat page and its socket
+# (each socket watches one chat, and renders within its upgrade request).
+_SHOWING_A_CHAT = ("chat.show", "sockets.chat_socket")
+
+
+def shown_chat_id() -> int | None:
+    """The chat the person's page shows, if any: the chat page and its socket name it in
+    their URL; an htmx request is sent from the page (HX-Current-URL)."""
+    if request.endpoint in _SHOWING_A_CHAT:
+        return (request.view_args or {}).get("conversation_id")
+    if not is_htmx():
+        return None
+    path = urlsplit(request.headers.get("HX-Current-URL", "")).path.rstrip("/")
+    head, _, last = path.rpartition("/")
+    if head.endswith("/chats") and last.isascii() and last.isdigit() and len(last) < 19:
+        return int(last)
+    return None

@@ -23,6 +23,7 @@ from app.chat.conversations import (
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
 from app.web.access import owned_before_waiting, owned_conversation, owned_or_404
 from app.web.admin import admin_required
+from app.web.chat_actions import start_turn, stop_conversation, store_request_upload, switch_branch
 from app.web.errors import ApiError
 from app.web.extensions import message_rate_limit
 from app.web.identity import db_session
@@ -43,7 +44,6 @@ from app.web.shapes import (
     RunStarted,
     Stopped,
 )
-from app.web.turns import start_turn, stop_conversation, store_request_upload, switch_branch
 from app.workspace.attachments import AttachmentRefused
 
 bp = Blueprint("api", __name__, url_prefix="/api")

@@ -45,10 +45,10 @@ from app.chat.models import Message
 from app.chat.runs import awaiting_card
 from app.tools.ui import check_step
 from app.web.access import is_htmx, owned_conversation
+from app.web.chat_actions import start_turn
 from app.web.errors import ApiError, error_response
 from app.web.extensions import message_rate_limit
 from app.web.identity import db_session, wants_json
-from app.web.turns import start_turn
 
 bp = Blueprint("cards", __name__)
 
@@ -240,64 +240,10 @@ def card_view(card: dict) -> dict:
     state = _form_state(tool_use_id)
     posted = state.get("steps") or {}
     errors = state.get("errors") or {}
-    steps = []
-    for number, step in enumerate(card.get("steps") or [], start=1):
-        step_id = step.get("id", str(number))
-        dom = f"{base}-{_dom_id(step_id)}"
-        kind = step.get("input", "single")
-        required = _required(card, step)
-        mine = posted.get(step_id)
-        default = step.get("default")
-        options = []
-        for index, opt in enumerate(step.get("options") or []):
-            if mine is not None:
-                checked = index in mine.get("chosen", [])
-            elif isinstance(default, list):
-                checked = any(_same(opt.get("value"), item) for item in default)
-            else:
-                checked = default is not None and _same(opt.get("value"), default)
-            options.append(
-                {
-                    "dom_id": f"{dom}-{index}",
-                    "label": str(opt.get("label", "")),
-                    "json": option_json(opt.get("value")),
-                    "description": opt.get("description") or "",
-                    "badge": opt.get("badge") or "",
-                    "thumbnail": _safe_thumbnail(opt.get("thumbnail")),
-                    "checked": checked,
-                }
-            )
-        max_length = int(step.get("maxLength") or 2000)
-        if kind == "text":
-            hint = f"Up to {max_length} characters."
-            if not required:
-                hint = "Optional. " + hint
-        elif kind == "multi":
-            hint = "Choose at least one." if required else "Choose any that apply (optional)."
-        else:
-            hint = "Choose one." if required else "Choose one (optional)."
-        if mine is not None:
-            text = mine.get("text", "")
-        else:
-            text = default if kind == "text" and isinstance(default, str) else ""
-        steps.append(
-            {
-                "id": step_id,
-                "number": number,
-                "dom_id": dom,
-                "title": step.get("title", ""),
-                "input": kind,
-                "required": required,
-                "options": options,
-                "free_text": bool(step.get("allowFreeText")) and kind == "single",
-                "free_value": (mine or {}).get("free", ""),
-                "text": text,
-                "max_length": max_length,
-                "placeholder": step.get("placeholder") or "",
-                "hint": hint,
-                "error": errors.get(step_id),
-            }
-        )
+    steps = [
+        _step_view(card, step, number, base, posted, errors)
+        for number, step in enumerate(card.get("steps") or [], start=1)
+    ]
     answer = card.get("answer") if isinstance(card.get("answer"), dict) else {}
     arguments = card.get("arguments")
     return {
@@ -321,6 +267,68 @@ def card_view(card: dict) -> dict:
         "url": card.get("url") if isinstance(card.get("url"), dict) else None,
         "memory": [item for item in card.get("memory") or [] if isinstance(item, dict)],
     }
+
+
+def _step_view(card: dict, step: dict, number: int, base: str, posted: dict, errors: dict) -> dict:
+    """One step of the card: its options checked as posted (a rejected post) or as the
+    step's default, its hint, and its error."""
+    step_id = step.get("id", str(number))
+    dom = f"{base}-{_dom_id(step_id)}"
+    kind = step.get("input", "single")
+    required = _required(card, step)
+    mine = posted.get(step_id)
+    default = step.get("default")
+    max_length = int(step.get("maxLength") or 2000)
+    if mine is not None:
+        text = mine.get("text", "")
+    else:
+        text = default if kind == "text" and isinstance(default, str) else ""
+    return {
+        "id": step_id,
+        "number": number,
+        "dom_id": dom,
+        "title": step.get("title", ""),
+        "input": kind,
+        "required": required,
+        "options": [
+            _option_view(opt, f"{dom}-{index}", index, mine, default)
+            for index, opt in enumerate(step.get("options") or [])
+        ],
+        "free_text": bool(step.get("allowFreeText")) and kind == "single",
+        "free_value": (mine or {}).get("free", ""),
+        "text": text,
+        "max_length": max_length,
+        "placeholder": step.get("placeholder") or "",
+        "hint": _step_hint(kind, required, max_length),
+        "error": errors.get(step_id),
+    }
+
+
+def _option_view(opt: dict, dom_id: str, index: int, mine: dict | None, default) -> dict:
+    if mine is not None:
+        checked = index in mine.get("chosen", [])
+    elif isinstance(default, list):
+        checked = any(_same(opt.get("value"), item) for item in default)
+    else:
+        checked = default is not None and _same(opt.get("value"), default)
+    return {
+        "dom_id": dom_id,
+        "label": str(opt.get("label", "")),
+        "json": option_json(opt.get("value")),
+        "description": opt.get("description") or "",
+        "badge": opt.get("badge") or "",
+        "thumbnail": _safe_thumbnail(opt.get("thumbnail")),
+        "checked": checked,
+    }
+
+
+def _step_hint(kind: str, required: bool, max_length: int) -> str:
+    if kind == "text":
+        hint = f"Up to {max_length} characters."
+        return hint if required else "Optional. " + hint
+    if kind == "multi":
+        return "Choose at least one." if required else "Choose any that apply (optional)."
+    return "Choose one." if required else "Choose one (optional)."
 
 
 def _default_title(card: dict) -> str:

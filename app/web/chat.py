@@ -9,8 +9,6 @@ message."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from flask import (
     Blueprint,
     abort,
@@ -41,23 +39,30 @@ from app.chat.conversations import (
 from app.chat.models import STREAMING, Conversation, Message
 from app.db import utcnow
 from app.events import ConversationChanged
-from app.web.access import is_htmx, owned_before_waiting, owned_conversation, owned_or_404
-from app.web.errors import ApiError, error_response
-from app.web.extensions import message_rate_limit, welcome_rate_limit
-from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
-from app.web.identity import db_session
-from app.web.input_gate import id_from_text
-from app.web.turns import (
+from app.web.access import (
+    is_htmx,
+    owned_before_waiting,
+    owned_conversation,
+    owned_or_404,
+    shown_chat_id,
+)
+from app.web.chat_actions import (
     delete_conversation,
     start_turn,
     stop_conversation,
     store_request_uploads,
     switch_branch,
 )
+from app.web.errors import ApiError, error_response
+from app.web.extensions import message_rate_limit, welcome_rate_limit
+from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
+from app.web.identity import db_session
+from app.web.input_gate import id_from_text
 from app.workspace.attachments import AttachmentRefused, human_size, pending_attachments
 from app.workspace.models import Attachment
 
 bp = Blueprint("chat", __name__)
+bp.add_app_template_global(shown_chat_id)
 
 
 def _page(conversation: Conversation | None, draft: bool = False):
@@ -236,13 +241,8 @@ def rename(conversation_id: int):
         )
         if not is_htmx():
             return redirect(url_for("chat.show", conversation_id=conversation.id))
-        shown_here = _current_chat() == conversation.id
-        html = render_template(
-            "chat/_conversation_item.html",
-            item=conversation,
-            conversation=conversation if shown_here else None,
-        )
-        if shown_here:
+        html = render_template("chat/_conversation_item.html", item=conversation)
+        if shown_chat_id() == conversation.id:
             html += render_template(
                 "chat/_chat_title.html", title=conversation.title, swap_oob=True
             )
@@ -250,19 +250,12 @@ def rename(conversation_id: int):
     return render_template("chat/_rename_form.html", conversation=conversation, form=form)
 
 
-def _current_chat() -> int | None:
-    """The chat the htmx request's page shows (HX-Current-URL), if any."""
-    path = urlsplit(request.headers.get("HX-Current-URL", "")).path.rstrip("/")
-    head, _, last = path.rpartition("/")
-    return int(last) if head.endswith("/chats") and last.isascii() and last.isdigit() else None
-
-
 @bp.get("/chats/<int:conversation_id>/item")
 @login_required
 def item(conversation_id: int):
     """One conversation-list item (after a rename is cancelled)."""
     conversation = owned_or_404(Conversation, conversation_id)
-    return render_template("chat/_conversation_item.html", item=conversation, current=None)
+    return render_template("chat/_conversation_item.html", item=conversation)
 
 
 @bp.post("/chats/<int:conversation_id>/delete")
@@ -273,25 +266,10 @@ def delete(conversation_id: int):
     delete_conversation(conversation.id)
     if is_htmx():
         response = make_response("", 200)
-        if (
-            request.headers.get("HX-Current-URL", "")
-            .rstrip("/")
-            .endswith(f"/chats/{conversation_id}")
-        ):
+        if shown_chat_id() == conversation.id:
             response.headers["HX-Redirect"] = url_for("chat.index")
         return response
     return redirect(url_for("chat.index"))
-
-
-@bp.get("/chats/<int:conversation_id>/rows")
-@login_required
-def rows(conversation_id: int):
-    """Rows after a sequence, as row partials: how a reconnected page catches up."""
-    conversation = owned_conversation(conversation_id)
-    after = request.args.get("after", "0")
-    after = id_from_text(after) or 0
-    found = shown_rows(db_session(), conversation, after)
-    return render_template("chat/_row_list.html", rows=found, conversation_id=conversation.id)
 
 
 @bp.post("/chats/<int:conversation_id>/messages")
@@ -320,12 +298,7 @@ def send_message(conversation_id: int):
         render_template(
             "chat/_composer.html", conversation_id=conversation.id, busy=True, swap_oob=True
         )
-        + render_template(
-            "chat/_conversation_item.html",
-            item=conversation,
-            conversation=conversation,
-            swap_oob=True,
-        )
+        + render_template("chat/_conversation_item.html", item=conversation, swap_oob=True)
         + render_template(
             "chat/_attachments.html", conversation_id=conversation.id, swap_oob=True
         )  # the files went with the message: no chips left
@@ -424,9 +397,7 @@ def _busy_response(conversation: Conversation):
     db_session().refresh(conversation)
     return render_template(
         "chat/_composer.html", conversation_id=conversation.id, busy=True, swap_oob=True
-    ) + render_template(
-        "chat/_conversation_item.html", item=conversation, conversation=conversation, swap_oob=True
-    )
+    ) + render_template("chat/_conversation_item.html", item=conversation, swap_oob=True)
 
 
 @bp.post("/chats/<int:conversation_id>/stop")

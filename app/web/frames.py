@@ -1,5 +1,6 @@
 """Turning hub events into socket frames: JSON objects, or HTML fragments that htmx's
-websocket extension swaps out-of-band by id."""
+websocket extension swaps out-of-band by id. Each fragment comes from the partial that owns
+its id (templates/chat/_*.html), which the page includes too: this module passes data."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 import time
 
 from flask import render_template
-from markupsafe import escape
 
 from app import events as ev
 from app.stream.live import LiveState
@@ -84,12 +84,8 @@ class HtmlFrames:
         return self.live_text.frame(self.live.text) if self.live.run_id is not None else ""
 
     def _event(self, event: ev.Event) -> str:
-        new_run = getattr(event, "run_id", None) not in (None, self.live.run_id) and not isinstance(
-            event, ev.RowPersisted | ev.ConversationChanged | ev.Done | ev.Keepalive
-        )
         steps_before = len(self.live.steps)
-        self.live.apply(event)
-        if new_run:
+        if self.live.apply(event):  # a new run: its live area whole
             return self._live_area()
         match event:
             case ev.TextDelta():
@@ -97,92 +93,81 @@ class HtmlFrames:
                 return ""
             case ev.HostTurn():
                 self.live_text.closed()
-                return '<div id="live-text" class="live-text" hx-swap-oob="true"></div>'
+                return _empty_live_text()
             case ev.Timeline():
                 return self._timeline(steps_before)
             case ev.AgentToken():
                 step = self._open_writing_step(event.agent)
                 if step is None:
                     return ""
-                target = f"agent-tokens-{self.live.run_id}-{step['index']}"
-                return f'<div hx-swap-oob="beforeend:#{target}">{escape(event.text)}</div>'
-            case ev.RowPersisted(row=row):
-                html = _rows_append(row, self.conversation_id)
-                if row["kind"] in ("host", "card") and event.run_id == self.live.run_id:
-                    self.live_text.closed()
-                    html += '<div id="live-text" class="live-text" hx-swap-oob="true"></div>'
-                return html
-            case ev.Done():
-                self.live_text.closed()
-                return _template("chat/_live.html", live=None, swap_oob=True) + _template(
-                    "chat/_composer.html",
-                    conversation_id=self.conversation_id,
-                    busy=False,
-                    swap_oob=True,
-                )
-            case ev.BranchChanged(messages=rows, version=version) if rows is not None:
-                # Another branch is shown: the rows are re-rendered in place (app/chat/branches.py).
                 return _template(
-                    "chat/_branch_rows.html",
-                    rows=rows,
-                    branch_version=version,
-                    conversation_id=self.conversation_id,
+                    "chat/_agent_tokens.html", live=self.live, step=step, more=event.text
                 )
-            case ev.Keepalive():
-                return "<!-- keepalive -->"  # no element, so htmx swaps nothing
             case ev.Status(state=state):
                 html = self._status()
                 if state == "retrying":  # the failed attempt's text is discarded
-                    html += '<div id="live-text" class="live-text" hx-swap-oob="true"></div>'
+                    html += _empty_live_text()
                 return html
+            case ev.Done():
+                self.live_text.closed()
+                live_area = _template("chat/_live.html", live=None, swap_oob=True)
+                return live_area + self._composer(busy=False)
+        return self._page_event(event)
+
+    def _page_event(self, event: ev.Event) -> str:
+        """What an event changes outside the live area: rows, the banner, the list."""
+        match event:
+            case ev.RowPersisted(row=row):
+                html = self._rows([row], swap="beforeend")
+                if row["kind"] in ("host", "card") and event.run_id == self.live.run_id:
+                    self.live_text.closed()
+                    html += _empty_live_text()
+                return html
+            case ev.BranchChanged(messages=rows, version=version) if rows is not None:
+                # Another branch is shown: the rows are re-rendered in place (app/chat/branches.py).
+                return self._rows(rows, swap="innerHTML", branch_version=version)
+            case ev.Keepalive():
+                return "<!-- keepalive -->"  # no element, so htmx swaps nothing
             case ev.RunError(message=message):
                 return _template("chat/_banner.html", message=message, swap_oob=True)
             case ev.ConversationChanged(conversation=conversation):
-                shown_here = conversation["id"] == self.conversation_id
                 html = self.title(conversation)
+                shown_here = conversation["id"] == self.conversation_id
                 if shown_here and conversation["status"] == "STREAMING":
-                    html += _template(
-                        "chat/_composer.html",
-                        conversation_id=self.conversation_id,
-                        busy=True,
-                        swap_oob=True,
-                    )
+                    html += self._composer(busy=True)
                 return html
         return ""
+
+    def _rows(self, rows: list[dict], **swap) -> str:
+        """Rows appended, or the rows replaced (`swap`, `branch_version`: chat/_rows.html)."""
+        return _template("chat/_rows.html", rows=rows, conversation_id=self.conversation_id, **swap)
+
+    def _composer(self, busy: bool) -> str:
+        return _template(
+            "chat/_composer.html", conversation_id=self.conversation_id, busy=busy, swap_oob=True
+        )
 
     def more(self, after: int) -> str:
         """A catch-up was cut at its page size: the page's script asks again from its
         last row when this marker arrives (static/app.js)."""
-        return f'<div id="catch-up-more" hx-swap-oob="true" data-after="{int(after)}" hidden></div>'
+        return _template("chat/_catch_up_more.html", after=after)
 
     def title(self, conversation: dict) -> str:
         """A chat's list item and, for the chat shown here, its header (the tab's title
         follows it): a new title, proposed or renamed."""
-        html = _template(
-            "chat/_conversation_item.html",
-            item=conversation,
-            conversation={"id": self.conversation_id},
-            swap_oob=True,
-        )
+        html = _template("chat/_conversation_item.html", item=conversation, swap_oob=True)
         if conversation["id"] == self.conversation_id:
             html += _template("chat/_chat_title.html", title=conversation["title"], swap_oob=True)
         return html
 
     def _timeline(self, steps_before: int) -> str:
         if len(self.live.steps) > steps_before:
-            step = self.live.steps[-1]
-            return (
-                '<ol hx-swap-oob="beforeend:#timeline-steps">'
-                + _template("chat/_timeline_step.html", step=step, run_id=self.live.run_id)
-                + "</ol>"
-            )
+            return _template("chat/_timeline_steps.html", live=self.live, step=self.live.steps[-1])
         # A state or detail change: re-render only the steps' headers, so an expanded token
         # viewer stays open.
         return "".join(
-            _template(
-                "chat/_timeline_step_head.html", step=s, run_id=self.live.run_id, swap_oob=True
-            )
-            for s in self.live.steps
+            _template("chat/_timeline_step_head.html", live=self.live, step=step, swap_oob=True)
+            for step in self.live.steps
         )
 
     def _open_writing_step(self, agent: str):
@@ -200,12 +185,9 @@ class HtmlFrames:
         return _template("chat/_live_status.html", live=self.live, swap_oob=True)
 
 
-def _rows_append(row: dict, conversation_id: int) -> str:
-    return (
-        '<div id="rows" hx-swap-oob="beforeend">'
-        + _template("chat/_row.html", row=row, conversation_id=conversation_id)
-        + "</div>"
-    )
+def _empty_live_text() -> str:
+    """The live text cleared: the segment ended, or its text was discarded."""
+    return _template("chat/_live_text.html", parts=None, swap_oob=True)
 
 
 def _template(name: str, **context) -> str:

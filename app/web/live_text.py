@@ -235,8 +235,7 @@ class LiveText:
         if not self.shown:
             return render_template("chat/_live_text.html", parts=self.parts(text), swap_oob=True)
         added, tail = self.update(text)
-        html = f'<div hx-swap-oob="beforeend:#live-md-done">{added}</div>' if added else ""
-        return html + f'<div id="live-md-tail" class="live-md-tail" hx-swap-oob="true">{tail}</div>'
+        return render_template("chat/_live_text.html", added=added, tail=tail)
 
     def _rendered(self, started: float) -> None:
         cost = time.perf_counter() - started

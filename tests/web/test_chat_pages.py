@@ -193,6 +193,17 @@ def test_rename_of_the_open_chat_also_updates_its_header(app, client, auth, chat
     assert "chat-title" not in html
 
 
+def test_a_cancelled_rename_keeps_the_open_chat_marked_current(client, auth, chat):
+    on_its_page = htmx(auth, **{"HX-Current-URL": f"http://localhost/chats/{chat}#m-3"})
+    html = client.get(f"/chats/{chat}/item", headers=on_its_page).get_data(as_text=True)
+    assert f'<li id="conv-{chat}" class="conversation-item current"' in html
+    assert 'aria-current="page"' in html
+    elsewhere = htmx(auth, **{"HX-Current-URL": "http://localhost/chats/999"})
+    html = client.get(f"/chats/{chat}/item", headers=elsewhere).get_data(as_text=True)
+    assert f'<li id="conv-{chat}" class="conversation-item"' in html
+    assert "aria-current" not in html
+
+
 def test_a_rename_is_the_persons_title(app, client, auth, chat):
     client.post(f"/chats/{chat}/rename", data={"title": "Mine"}, headers=htmx(auth))
     assert fetch(app, Conversation, chat).title_source == "person"

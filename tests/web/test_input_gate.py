@@ -17,7 +17,6 @@ HUGE_IDS = [str(2**63), str(2**63 + 1), str(10**30), "-1", "-9223372036854775809
     "method, path",
     [
         ("get", "/chats/{id}"),
-        ("get", "/chats/{id}/rows"),
         ("post", "/chats/{id}/messages"),
         ("post", "/chats/{id}/attachments"),
         ("get", "/api/chats/{id}/messages"),
@@ -132,7 +131,6 @@ def test_a_file_name_with_nul_answers_400(app, client, auth, user):
 @pytest.mark.parametrize(
     "path, status",
     [
-        ("/chats/{chat}/rows?after=100000000000000", 200),  # read as "from the start"
         ("/api/chats/{chat}/messages?after=9223372036854775808", 400),
         ("/api/chats/{chat}/messages?after=99999999999999999999", 400),
         ("/welcome/starters?conversation=100000000000000000000", 404),

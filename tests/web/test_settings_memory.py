@@ -1,4 +1,4 @@
-"""The settings hub's memory sections (instructions, facts, import, history), the admin's
+"""The settings page's memory sections (instructions, facts, import, history), the admin's
 view of someone's memory, and changing the password. Every write goes through
 app.memory.store and is recorded with its source and actor."""
 

@@ -291,4 +291,8 @@ def test_a_page_whose_socket_opens_late_still_gets_the_current_title(app, server
     finally:
         ws.close()
     assert '<h1 id="chat-title" hx-swap-oob="true">Spring launch ideas</h1>' in received
-    assert f'id="conv-{chat_id}"' in received
+    # The socket watches this chat: its list item stays marked as the one open.
+    assert (
+        f'<li id="conv-{chat_id}" class="conversation-item current" hx-swap-oob="true">' in received
+    )
+    assert 'aria-current="page"' in received

@@ -1,4 +1,6 @@
-"""Starting and stopping runs from a request: one transaction, then publish and enqueue."""
+"""What a request does to a chat: start a turn (a message, a card's answer, a regenerate or
+an edit), switch its branch, stop or delete it, store uploads. One transaction, then
+publish and enqueue."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The settings hub: personal instructions, remembered facts, import from text, the memory
+"""The settings page: personal instructions, remembered facts, import from text, the memory
 history, API tokens and the account's password.
 
 Every memory write goes through app.memory.store (`apply_operations`, `reconcile`). The
@@ -94,7 +94,7 @@ def own_memory() -> MemoryTarget:
             "import": url_for("settings.import_text"),
             "history": url_for("settings.history"),
         },
-        page_url=url_for("settings.hub"),
+        page_url=url_for("settings.page"),
     )
 
 
@@ -295,7 +295,7 @@ def _tokens() -> list[ApiToken]:
     return list(db_session().scalars(query))
 
 
-def _hub_page(status: int = 200, **overrides):
+def _settings_page(status: int = 200, **overrides):
     context = {
         **memory_context(own_memory()),
         "tokens": _tokens(),
@@ -305,42 +305,42 @@ def _hub_page(status: int = 200, **overrides):
         "password_changed": False,
     }
     context.update(overrides)
-    return render_template("settings/hub.html", **context), status
+    return render_template("settings/page.html", **context), status
 
 
 @bp.get("")
 @login_required
-def hub():
+def page():
     """The settings page: instructions, facts, import, history, tokens, data, appearance, account."""
-    return _hub_page()
+    return _settings_page()
 
 
 @bp.post("/instructions")
 @login_required
 def save_instructions():
     """Save one's personal instructions."""
-    return save_instructions_for(own_memory(), _hub_page)
+    return save_instructions_for(own_memory(), _settings_page)
 
 
 @bp.post("/facts")
 @login_required
 def add_fact():
     """Add a fact to one's memory."""
-    return add_fact_for(own_memory(), _hub_page)
+    return add_fact_for(own_memory(), _settings_page)
 
 
 @bp.post("/facts/forget")
 @login_required
 def forget_fact():
     """Forget one of one's facts."""
-    return forget_fact_for(own_memory(), _hub_page)
+    return forget_fact_for(own_memory(), _settings_page)
 
 
 @bp.post("/facts/edit")
 @login_required
 def edit_fact():
     """Correct one of one's facts."""
-    return edit_fact_for(own_memory(), _hub_page)
+    return edit_fact_for(own_memory(), _settings_page)
 
 
 @bp.post("/import")
@@ -348,7 +348,7 @@ def edit_fact():
 @model_work_rate_limit
 def import_text():
     """Learn facts from a pasted text (the fast model picks them out)."""
-    return import_text_for(own_memory(), _hub_page)
+    return import_text_for(own_memory(), _settings_page)
 
 
 @bp.get("/history")
@@ -380,14 +380,14 @@ def change_password():
             session.commit()
             keep_this_session(user)  # ...but this browser stays logged in
             if not is_htmx():
-                return redirect(url_for("settings.hub") + "#account")
+                return redirect(url_for("settings.page") + "#account")
             return render_template(
                 "settings/_account.html",
                 password_form=PasswordChangeForm(formdata=None),
                 password_changed=True,
             )
     if not is_htmx():
-        return _hub_page(400, password_form=form)
+        return _settings_page(400, password_form=form)
     return render_template(
         "settings/_account.html", password_form=form, password_changed=False
     ), 400
@@ -424,7 +424,7 @@ def set_theme():
     session.commit()
     if request.headers.get("X-Requested-With") == "fetch" or is_htmx():
         return "", 204
-    return redirect(_back_to(request.referrer) or url_for("settings.hub"), 303)
+    return redirect(_back_to(request.referrer) or url_for("settings.page"), 303)
 
 
 def _back_to(referrer: str | None) -> str | None:
