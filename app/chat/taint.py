@@ -23,7 +23,8 @@ from app.chat.models import Conversation, Message
 from app.chat.provenance import untrusted_facts
 from app.memory.models import UserMemory
 from app.tools.held import REASON, fetch_confirmation
-from app.tools.registry import Pause, Tool, ToolRegistry, confirmation
+from app.tools.registry import Tool, ToolRegistry
+from app.tools.results import Pause, confirmation
 from app.tools.urls import normal_url, url_view
 
 URL_TOOLS = {"fetch_url"}

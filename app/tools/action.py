@@ -16,20 +16,20 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
 
-from app.agents.outputs import fast_structured_output, saved_output
-from app.chat.models import Conversation
-from app.chat.provenance import mark_facts
-from app.media.providers import ImageStyle, image_provider, normalise_colours
+from app.media.providers import ImageStyle, MediaError, image_provider, normalise_colours
 from app.memory.store import (
     MemoryRefused,
     Operation,
     apply_operations,
     fallback_operations,
+    mark_facts,
     reconcile,
 )
+from app.tools.agent import fast_output, output_result
 from app.tools.context import ToolContext
 from app.tools.read import asset_url
-from app.tools.registry import Pause, ToolFailure, ToolRegistry, ToolResult, confirmation, tool
+from app.tools.registry import ToolRegistry, tool
+from app.tools.results import Pause, ToolFailure, ToolResult, confirmation
 from app.workspace.images import FALLBACK_COLOURS
 from app.workspace.models import (
     Campaign,
@@ -318,9 +318,7 @@ def propose_cast_list(ctx: ToolContext, args: dict) -> Pause:
     if (args.get("direction") or "").strip():
         parts.append(_section("Direction from the person", args["direction"].strip()))
     parts.append(f"Propose exactly {count} characters. Answer with the JSON object only.")
-    output = fast_structured_output(
-        ctx, "Cast list", CAST_SYSTEM, "\n\n".join(parts), cast_schema(count)
-    )
+    output = fast_output(ctx, "Cast list", CAST_SYSTEM, "\n\n".join(parts), cast_schema(count))
     characters = [
         {
             "name": " ".join(item["name"].split()),
@@ -452,12 +450,12 @@ def generate_element_sheet(ctx: ToolContext, args: dict) -> ToolResult:
         parts.append(_section("Focus", args["focus"].strip()))
     subject = f"the character {character.name}" if character else f"the offer {offer.name}"
     parts.append(f"Write the element sheet for {subject}. Answer with the JSON object only.")
-    output = fast_structured_output(
+    output = fast_output(
         ctx, "Element sheet", ELEMENT_SHEET_SYSTEM, "\n\n".join(parts), ELEMENT_SHEET_SCHEMA
     )
     if character is not None:
         output["character_id"] = character.id
-    return saved_output(ctx, "element-sheet", "Element sheet", output, offer)
+    return output_result(ctx, "element-sheet", "Element sheet", output, offer)
 
 
 def storyboard_schema(scenes: int | None) -> dict[str, Any]:
@@ -554,10 +552,10 @@ def create_storyboard(ctx: ToolContext, args: dict) -> ToolResult:
         parts.append(_section("Direction from the person", args["direction"].strip()))
     count = f"exactly {scenes}" if scenes else f"about {DEFAULT_SCENES} (3 to 12)"
     parts.append(f"Write {count} scenes. Answer with the JSON object only.")
-    output = fast_structured_output(
+    output = fast_output(
         ctx, "Storyboard", STORYBOARD_SYSTEM, "\n\n".join(parts), storyboard_schema(scenes)
     )
-    return saved_output(ctx, "storyboard", "Storyboard", output, offer)
+    return output_result(ctx, "storyboard", "Storyboard", output, offer)
 
 
 # --- campaigns -------------------------------------------------------------------------
@@ -663,16 +661,19 @@ def make_image(
     """Generate through the configured provider, save a VisualAsset, show it in the chat."""
     width, height = dimensions(aspect_ratio)
     brand = normalise_colours(offer.brand_colors) if offer else ()
-    provider = image_provider(ctx.settings)
     style = ImageStyle(
         preset=preset.name if preset else "",
         description=preset.style if preset else "",
         colors=brand,
         title=title,
     )
-    # Reads are done: no transaction stays open while the provider works.
-    ctx.end_reads()
-    image = provider.generate(prompt, width, height, style)
+    try:
+        provider = image_provider(ctx.settings)
+        # Reads are done: no transaction stays open while the provider works.
+        ctx.end_reads()
+        image = provider.generate(prompt, width, height, style)
+    except MediaError as error:
+        raise ToolFailure(str(error)) from error
     colours = list(brand or (FALLBACK_COLOURS if image.draft else ()))
     asset = VisualAsset(
         user_id=ctx.user_id,
@@ -882,8 +883,9 @@ def _writes_phase(args: dict) -> bool:
     label="Switched the chat's phase",
 )
 def set_phase(ctx: ToolContext, args: dict) -> dict:
-    conversation = ctx.session.get(Conversation, ctx.conversation_id)
-    conversation.tool_phase = args["phase"]
+    if ctx.switch_phase is None:
+        raise ToolFailure("This conversation has no phase to switch.")
+    ctx.switch_phase(args["phase"])
     return {
         "phase": args["phase"],
         "note": "The tools for this phase are available from your next step.",

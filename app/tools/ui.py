@@ -20,7 +20,8 @@ from sqlalchemy import func, select
 
 from app.tools.context import ToolContext
 from app.tools.read import asset_url, available_presets
-from app.tools.registry import Pause, ToolFailure, ToolRegistry, tool
+from app.tools.registry import ToolRegistry, tool
+from app.tools.results import Pause, ToolFailure
 from app.workspace.models import Character, Offer, Persona, VisualAsset
 
 REGISTRY = ToolRegistry()

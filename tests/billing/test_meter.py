@@ -19,7 +19,8 @@ from app.chat.models import Run
 from app.chat.runs import start_run
 from app.config import DEFAULT_HOST_MODEL
 from app.llm.demo import agent_output
-from app.tools.registry import Tool, ToolResult, confirmation
+from app.tools.registry import Tool
+from app.tools.results import ToolResult, confirmation
 from app.workspace.models import Offer
 from tests.billing.conftest import metered, usage_events
 from tests.fake_model import Turn, api_error, text, tool_use

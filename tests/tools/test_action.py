@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from app.events import AgentToken, Timeline
 from app.tools import action
-from app.tools.registry import Pause, ToolFailure, ToolResult
+from app.tools.results import Pause, ToolFailure, ToolResult
 from app.workspace.models import Campaign, Character, ImagePreset, Output, VisualAsset
 from tests.fake_model import Turn, text
 from tests.tools import SECRET, make_workspace

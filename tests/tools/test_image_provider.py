@@ -16,15 +16,15 @@ from sqlalchemy import func, select
 
 from app.config import load_settings
 from app.media.providers import (
-    ImageProviderError,
     ImageStyle,
     LocalDraftRenderer,
+    MediaError,
     OpenAIImagesProvider,
     image_provider,
     images_endpoint,
     normalise_colours,
 )
-from app.tools.registry import ToolFailure
+from app.tools.results import ToolFailure
 from app.workspace.models import VisualAsset
 from tests.tools import make_workspace
 
@@ -164,12 +164,11 @@ def test_other_models_are_asked_for_base64_at_their_sizes(images_api):
         (200, b"not json", "answered without any image data"),
     ],
 )
-def test_http_provider_failures_are_clear_tool_failures(images_api, status, payload, expected):
+def test_http_provider_failures_are_clear_media_errors(images_api, status, payload, expected):
     images_api.status, images_api.payload = status, payload
     provider = OpenAIImagesProvider(images_api.url, "k", "gpt-image-1")
-    with pytest.raises(ToolFailure) as caught:
+    with pytest.raises(MediaError) as caught:
         provider.generate("x", 1024, 1024, ImageStyle())
-    assert isinstance(caught.value, ImageProviderError)
     assert expected in str(caught.value)
     assert str(caught.value).startswith(("The image provider (127.0.0.1:", "Could not reach"))
 
@@ -177,12 +176,12 @@ def test_http_provider_failures_are_clear_tool_failures(images_api, status, payl
 def test_http_provider_timeouts_and_unreachable_hosts(images_api):
     images_api.delay = 1.0
     slow = OpenAIImagesProvider(images_api.url, None, "gpt-image-1", timeout=0.2)
-    with pytest.raises(ImageProviderError, match="did not answer within 0.2 seconds"):
+    with pytest.raises(MediaError, match="did not answer within 0.2 seconds"):
         slow.generate("x", 1024, 1024, ImageStyle())
     closed = OpenAIImagesProvider("http://127.0.0.1:9", None, "gpt-image-1", timeout=2)
-    with pytest.raises(ImageProviderError, match=r"Could not reach the image provider \(127"):
+    with pytest.raises(MediaError, match=r"Could not reach the image provider \(127"):
         closed.generate("x", 1024, 1024, ImageStyle())
-    with pytest.raises(ImageProviderError, match="IMAGE_PROVIDER_URL"):
+    with pytest.raises(MediaError, match="IMAGE_PROVIDER_URL"):
         OpenAIImagesProvider("ftp://example.com", None, "gpt-image-1")
 
 

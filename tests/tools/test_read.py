@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from app.tools.read import MAX_UNTRUSTED_CHARS
-from app.tools.registry import ToolFailure
+from app.tools.outside_content import MAX_UNTRUSTED_CHARS
+from app.tools.results import ToolFailure
 from app.workspace.models import Attachment
 from tests.tools import SECRET, make_workspace
 
