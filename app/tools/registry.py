@@ -221,3 +221,20 @@ def tool(
         return handler
 
     return decorate
+
+
+def action_tool(
+    registry: ToolRegistry, name: str, description: str, note: str, **options: Any
+) -> Callable[[Handler], Handler]:
+    """Declare an action tool: it writes (the taint gate holds it) and is offered in the
+    build phase unless `phase` says otherwise."""
+    options.setdefault("phase", "build")
+    return tool(
+        registry,
+        name=name,
+        description=description,
+        category="action",
+        read_only=False,
+        note=note,
+        **options,
+    )
