@@ -95,7 +95,7 @@ def held_for_approval(tool: Tool, arguments: dict[str, Any], typed: set[str]) ->
     or None. Every such call is held, a repeat of a declined or dismissed one too."""
     if tool.on_approved is not None:
         return None  # it asks the person itself, with what it will save
-    if tool.writes(arguments):
+    if tool.call_needs_approval(arguments):
         pause = confirmation(arguments, REASON, f"Allow {tool.name.replace('_', ' ')}?")
         if tool.held_details is not None:
             pause.card.update(tool.held_details(arguments))

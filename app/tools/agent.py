@@ -124,8 +124,8 @@ def _agent_tool(agent: AgentDefinition) -> Tool:
         input_schema=AGENT_INPUT,
         category="agent",
         handler=lambda ctx, args: run_agent_tool(ctx, agent, args),
-        # An agent saves what it writes as an output: a writing tool for the taint gate.
-        read_only=False,
+        # An agent saves what it writes as an output: held in a tainted conversation.
+        needs_approval_when_tainted=True,
         billable=True,
         note=f"{agent.tool_name}: {agent.description}",
         label=agent.step_label,

@@ -28,7 +28,6 @@ def outside_read(name: str, description: str, note: str, **options: Any):
         name=name,
         description=description,
         category="read",
-        read_only=True,
         untrusted=True,
         note=note,
         **options,

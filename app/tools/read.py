@@ -31,7 +31,6 @@ def read_tool(name: str, description: str, note: str, **options: Any):
         name=name,
         description=description,
         category="read",
-        read_only=True,
         note=note,
         **options,
     )

@@ -40,12 +40,12 @@ class Tool:
     category: Category
     handler: Handler
     phase: Phase = "discovery"
-    # False: the tool writes (saves, generates, starts, remembers, links). In a tainted
-    # conversation every call of a writing tool waits for the person (app/chat/taint.py).
-    read_only: bool = True
-    # A writing tool whose call writes only for some arguments: False means this call
-    # changes nothing the gate protects (set_phase back to discovery).
-    writes_when: Callable[[dict[str, Any]], bool] | None = None
+    # The tool changes something (saves, generates, starts, remembers, links): in a
+    # tainted conversation each call waits for the person's approval (app/chat/taint.py).
+    needs_approval_when_tainted: bool = False
+    # For such a tool whose calls change something only for some arguments: False means
+    # this call changes nothing the gate protects (set_phase back to discovery).
+    needs_approval_for: Callable[[dict[str, Any]], bool] | None = None
     # What a held call's card shows besides its arguments, e.g. remember's exact facts.
     held_details: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # Its results are untrusted content (a fetched page, an attached file).
@@ -62,11 +62,11 @@ class Tool:
     # from the name ("List offers").
     label: str = ""
 
-    def writes(self, arguments: dict[str, Any]) -> bool:
-        """Whether this call changes something (the taint gate holds it)."""
-        if self.read_only:
+    def call_needs_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether this call changes something, so a tainted conversation holds it."""
+        if not self.needs_approval_when_tainted:
             return False
-        return self.writes_when is None or bool(self.writes_when(arguments))
+        return self.needs_approval_for is None or bool(self.needs_approval_for(arguments))
 
     @property
     def step_label(self) -> str:
@@ -177,12 +177,6 @@ class ToolRegistry:
     def all(self) -> list[Tool]:
         return list(self._tools.values())
 
-    def by_category(self, category: Category) -> list[Tool]:
-        return [tool for tool in self._tools.values() if tool.category == category]
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._tools
-
 
 def tool(
     registry: ToolRegistry,
@@ -234,7 +228,7 @@ def action_tool(
         name=name,
         description=description,
         category="action",
-        read_only=False,
+        needs_approval_when_tainted=True,
         note=note,
         **options,
     )

@@ -46,7 +46,6 @@ def ui_tool(name: str, description: str, note: str, **options: Any):
         name=name,
         description=description,
         category="ui",
-        read_only=True,
         note=note,
         **options,
     )

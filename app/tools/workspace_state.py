@@ -35,7 +35,7 @@ def _writes_phase(args: dict) -> bool:
     properties={"phase": {"enum": ["discovery", "build"]}},
     required=("phase",),
     phase="discovery",
-    writes_when=_writes_phase,
+    needs_approval_for=_writes_phase,
     label="Switched the chat's phase",
 )
 def set_phase(ctx: ToolContext, args: dict) -> dict:

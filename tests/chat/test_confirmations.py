@@ -32,7 +32,7 @@ def held_tool(app):
             "required": ["name"],
         },
         category="action",
-        read_only=False,
+        needs_approval_when_tainted=True,
         handler=lambda ctx, args: confirmation(
             args, "Saving changes your workspace.", f"Save {args['name']}?"
         ),

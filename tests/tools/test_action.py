@@ -88,7 +88,7 @@ def test_every_action_tool_is_declared_for_the_build_phase(app):
         assert declared is not None, name
         assert declared.category == "action"
         assert declared.phase == "build"
-        assert declared.read_only is False
+        assert declared.needs_approval_when_tainted is True
         assert declared.billable == (name in BILLABLE), name
         assert declared.note and "\n" not in declared.note and declared.note.startswith(name)
         assert len(declared.description) > 80

@@ -28,13 +28,13 @@ def ws(app):
     workspace.session.close()
 
 
-def test_every_read_tool_is_declared_read_only_with_a_note(app):
+def test_every_read_tool_is_declared_without_approval_and_with_a_note(app):
     tools = app.extensions["services"].tools
     for name in READ_TOOLS:
         declared = tools.get(name)
         assert declared is not None, name
         assert declared.category == "read"
-        assert declared.read_only
+        assert not declared.needs_approval_when_tainted
         assert declared.note and "\n" not in declared.note
         assert len(declared.description) > 40
         assert declared.untrusted == (name in {"read_attachment", "fetch_url"})
