@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 import httpx2 as httpx
 
 from app.agents.catalog import AgentCatalog, load_agents
-from app.chat.budget import Calibration
 from app.chat.liveness import LivenessMonitor
 from app.config import Settings
 from app.db import Database
+from app.llm.budget import Calibration
 from app.llm.client import ModelClient, make_anthropic
 from app.stream import make_hub
 from app.stream.hub import Hub

@@ -29,10 +29,10 @@ from datetime import UTC, datetime
 from sqlalchemy import insert, make_url, select
 
 from app.chat import history
-from app.chat.budget import estimate_blocks
 from app.chat.loop import HostLoop
 from app.config import load_settings
 from app.db import Database, utcnow
+from app.llm.budget import estimate_blocks
 from app.models import Base, Conversation, Message, User
 from app.services import Services, build_services
 from bench.inserts import POSTGRES_URL, Unreachable, open_database

@@ -41,9 +41,6 @@ class AgentDefinition:
 class AgentCatalog:
     agents: dict[str, AgentDefinition] = field(default_factory=dict)
 
-    def by_tool_name(self, tool_name: str) -> AgentDefinition | None:
-        return next((a for a in self.agents.values() if a.tool_name == tool_name), None)
-
     def __iter__(self):
         return iter(sorted(self.agents.values(), key=lambda a: a.slug))
 

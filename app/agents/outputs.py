@@ -1,18 +1,49 @@
-"""Structured results the fast model writes for build tools, and saving any structured
-result (an agent's or a fast action's) as an Output shown in the chat."""
+"""Structured results a model writes (an agent's, or the fast model's for a build tool),
+streamed to the timeline only, and saving any of them as an Output shown in the chat.
+Knows no tool types: failures are `AgentFailed`, which the tools turn into theirs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from app.agents.guidelines import append_guidelines, current_rules
-from app.events import AgentToken, Timeline
+from app.events import AgentToken, Event, Timeline
+from app.llm.client import ModelClient
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
-from app.tools.context import ToolContext
-from app.tools.registry import ToolFailure, ToolResult
 from app.workspace.models import Offer, Output
 
 FAST_MAX_TOKENS = 4096
+
+
+class AgentFailed(Exception):
+    """The model never wrote a valid result; the message says so, for the person."""
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Where a structured answer is written: the model, the run whose timeline streams it,
+    and how to end the caller's read transaction before the model call."""
+
+    model: ModelClient
+    run_id: int
+    emit: Callable[[Event], None]
+    end_reads: Callable[[], None]
+    should_stop: Callable[[], bool] | None = None
+
+
+@dataclass(frozen=True)
+class SavedOutput:
+    """An Output just saved, and the `agentOutput` the chat shows for it."""
+
+    output_id: int
+    slug: str
+    title: str
+    content: dict[str, Any]
+    shown: dict[str, Any]
 
 
 def answer_tool_name(name: str) -> str:
@@ -22,7 +53,7 @@ def answer_tool_name(name: str) -> str:
 
 
 def write_structured(
-    ctx: ToolContext,
+    writer: Writer,
     *,
     name: str,
     model: str,
@@ -32,32 +63,35 @@ def write_structured(
     max_tokens: int,
 ) -> dict[str, Any]:
     """A model's answer in `schema` (a forced tool call), streamed to the timeline under
-    `name` and never to the chat body. Ends the tool's read transaction first: no database
-    transaction stays open across the model call."""
-    ctx.end_reads()
+    `name` and never to the chat body. Ends the caller's read transaction first: no
+    database transaction stays open across the model call."""
+    writer.end_reads()
     shape = Shape(
         answer_tool_name(name),
         f"Give the {name.lower()} as this tool's input: the input is the whole answer.",
         schema,
     )
-    ctx.emit(Timeline(ctx.run_id, "writing", "started", agent=name))
+    writer.emit(Timeline(writer.run_id, "writing", "started", agent=name))
     try:
         return structured_call(
-            ctx.services.model,
+            writer.model,
             model_name=model,
             system=system,
             messages=[{"role": "user", "content": user_message}],
             shape=shape,
             max_tokens=max_tokens,
-            on_progress=lambda text: ctx.emit(AgentToken(ctx.run_id, name, text)),
-            should_stop=ctx.should_stop,
+            on_progress=lambda text: writer.emit(AgentToken(writer.run_id, name, text)),
+            should_stop=writer.should_stop,
         )
     finally:
-        ctx.emit(Timeline(ctx.run_id, "writing", "done", agent=name))
+        writer.emit(Timeline(writer.run_id, "writing", "done", agent=name))
 
 
 def fast_structured_output(
-    ctx: ToolContext,
+    session: Session,
+    writer: Writer,
+    *,
+    model: str,
     name: str,
     system: str,
     user_message: str,
@@ -65,44 +99,47 @@ def fast_structured_output(
     max_tokens: int = FAST_MAX_TOKENS,
 ) -> dict[str, Any]:
     """The fast model's answer for a build tool, with the shared guidelines as an admin
-    left them (like the agents get them); a ToolFailure naming what was wrong when the
-    model never complies."""
-    system_prompt = append_guidelines(system, current_rules(ctx.session))
+    left them (like the agents get them); AgentFailed naming what was wrong when the model
+    never complies."""
+    system_prompt = append_guidelines(system, current_rules(session))
     try:
         return write_structured(
-            ctx,
+            writer,
             name=name,
-            model=ctx.settings.fast_model,
+            model=model,
             system=system_prompt,
             user_message=user_message,
             schema=schema,
             max_tokens=max_tokens,
         )
     except StructuredOutputFailed as failed:
-        raise ToolFailure(f"The {name.lower()} could not be produced: {failed}") from failed
+        raise AgentFailed(f"The {name.lower()} could not be produced: {failed}") from failed
 
 
-def saved_output(
-    ctx: ToolContext,
+def save_output(
+    session: Session,
+    *,
+    user_id: int,
+    conversation_id: int,
     slug: str,
     name: str,
     output: dict[str, Any],
     offer: Offer | None,
     title_field: str = "title",
-) -> ToolResult:
-    """Save a structured result as an Output and show it in the chat like an agent's."""
+) -> SavedOutput:
+    """Save a structured result as an Output, to show in the chat like an agent's."""
     title = str(output.get(title_field) or name)[:200]
     saved = Output(
-        user_id=ctx.user_id,
+        user_id=user_id,
         offer_id=offer.id if offer else None,
-        conversation_id=ctx.conversation_id,
+        conversation_id=conversation_id,
         agent=slug,
         title=title,
         content=output,
     )
-    ctx.session.add(saved)
-    ctx.session.flush()
-    agent_output = {
+    session.add(saved)
+    session.flush()
+    shown = {
         "outputId": saved.id,
         "agent": slug,
         "agentName": name,
@@ -110,9 +147,4 @@ def saved_output(
         "offerId": saved.offer_id,
         "content": output,
     }
-    return ToolResult(
-        content={"output_id": saved.id, "agent": slug, "title": title, "output": output},
-        visible_rows=[
-            {"kind": "agent_output", "content": "", "meta": {"agentOutput": agent_output}}
-        ],
-    )
+    return SavedOutput(saved.id, slug, title, output, shown)

@@ -13,14 +13,14 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from app.chat.branches import branch_rows
-from app.chat.budget import (
+from app.chat.models import Conversation, Message
+from app.chat.rows import insert_message
+from app.llm.budget import (
     estimate_blocks,
     estimate_text,
     input_budget,
     truncate_text,
 )
-from app.chat.models import Conversation, Message
-from app.chat.rows import insert_message
 from app.llm.client import ModelClient, ModelError
 
 log = logging.getLogger(__name__)

@@ -7,14 +7,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.chat.budget import (
-    Calibration,
-    cap_oversized,
-    estimate_messages,
-    estimate_text,
-    estimate_tools,
-    input_budget,
-)
 from app.chat.compaction import Summarizer, rows_to_compact, save_summary
 from app.chat.history import (
     cap_messages,
@@ -26,6 +18,14 @@ from app.chat.history import (
 from app.chat.models import Conversation, Message
 from app.chat.prompt import build_system_prompt
 from app.chat.toolset import tools_for_step
+from app.llm.budget import (
+    Calibration,
+    cap_oversized,
+    estimate_messages,
+    estimate_text,
+    estimate_tools,
+    input_budget,
+)
 from app.memory.store import memory_prompt, read_memory
 
 HOST_MAX_TOKENS = 8_192

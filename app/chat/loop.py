@@ -37,7 +37,7 @@ from app.chat.search import index_row
 from app.chat.steps import RunSteps
 from app.chat.taint import held_for_approval, typed_urls, untrusted_sources
 from app.chat.titles import propose_title
-from app.chat.toolset import widen_to_build
+from app.chat.toolset import switch_phase, widen_to_build
 from app.db import utcnow
 from app.llm.client import (
     AssistantTurn,
@@ -51,7 +51,8 @@ from app.llm.errors import error_detail, plain_reason, redact
 from app.services import Services
 from app.tools.context import ToolContext
 from app.tools.invoke import invoke
-from app.tools.registry import Pause, Tool, ToolResult
+from app.tools.registry import Tool
+from app.tools.results import Pause, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -533,6 +534,7 @@ class HostLoop:
             tool_use_id=tool_use["id"],
             should_stop=self.is_cancelled,
             untrusted_sources=list(self.sources),
+            switch_phase=lambda phase: switch_phase(session, self.conversation_id, phase),
         )
 
     def restore_unanswered_fork(self) -> None:

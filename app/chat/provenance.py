@@ -45,19 +45,6 @@ def stamped(session: Session, context: ToolContext) -> Iterator[None]:
         event.remove(session, "before_flush", before_flush)
 
 
-def mark_facts(session: Session, user_id: int, facts: list[str], sources: list[dict]) -> None:
-    """Record that these (just saved) facts came from a conversation with these sources."""
-    if not facts or not sources:
-        return
-    memory = session.get(UserMemory, user_id)
-    if memory is None:
-        return
-    marked = dict(memory.untrusted_facts or {})
-    for fact in facts:
-        marked[fact] = list(sources)
-    memory.untrusted_facts = {fact: marked[fact] for fact in marked if fact in memory.facts}
-
-
 def source_label(source: dict[str, Any]) -> str:
     """One source in plain words (the badge's tooltip)."""
     if not isinstance(source, dict):

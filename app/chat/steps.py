@@ -21,7 +21,8 @@ from sqlalchemy.orm import Session
 
 from app.chat.models import Message
 from app.chat.runs import lock_conversation
-from app.tools.registry import ToolRegistry, ToolResult
+from app.tools.registry import ToolRegistry
+from app.tools.results import ToolResult
 
 # The rows a run shows that can carry its summary (not notices, not the person's rows).
 ANCHOR_KINDS = ("host", "card", "agent_output", "error")

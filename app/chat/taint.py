@@ -23,7 +23,8 @@ from app.chat.models import Conversation, Message
 from app.chat.provenance import untrusted_facts
 from app.memory.models import UserMemory
 from app.tools.held import REASON, fetch_confirmation
-from app.tools.registry import Pause, Tool, ToolRegistry, confirmation
+from app.tools.registry import Tool, ToolRegistry
+from app.tools.results import Pause, confirmation
 from app.tools.urls import normal_url, url_view
 
 URL_TOOLS = {"fetch_url"}
@@ -94,7 +95,7 @@ def held_for_approval(tool: Tool, arguments: dict[str, Any], typed: set[str]) ->
     or None. Every such call is held, a repeat of a declined or dismissed one too."""
     if tool.on_approved is not None:
         return None  # it asks the person itself, with what it will save
-    if tool.writes(arguments):
+    if tool.call_needs_approval(arguments):
         pause = confirmation(arguments, REASON, f"Allow {tool.name.replace('_', ' ')}?")
         if tool.held_details is not None:
             pause.card.update(tool.held_details(arguments))

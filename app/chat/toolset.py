@@ -17,6 +17,13 @@ def capability_notes(tools: list[Tool]) -> str:
     return "## What you can do right now\n" + "\n".join(lines)
 
 
+def switch_phase(session, conversation_id: int, phase: str) -> None:
+    """The set_phase tool's write, handed to it by the loop (tools know no chat models)."""
+    from app.chat.models import Conversation
+
+    session.get(Conversation, conversation_id).tool_phase = phase
+
+
 def widen_to_build(session, conversation_id: int) -> None:
     """A build tool called in discovery widens the conversation to build (the model
     asked for it by name; refusing would only make it guess again)."""

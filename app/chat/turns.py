@@ -27,7 +27,7 @@ from app.chat.search import index_row
 from app.config import Settings
 from app.services import Services
 from app.tools.context import ToolContext
-from app.tools.registry import ToolFailure
+from app.tools.results import ToolFailure
 from app.workspace.attachments import file_chips, note_for, pending_attachments
 
 # How long a person over the concurrent-run cap is asked to wait before trying again.

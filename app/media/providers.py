@@ -7,8 +7,8 @@
 - `LocalDraftRenderer`: no network; a real PNG drawn with Pillow from the prompt, the
   preset's style and the brand colours, plainly labelled as a draft render.
 
-`image_provider(settings)` picks the configured one. Failures are `ImageProviderError`, a
-`ToolFailure`, so a tool call ends as an error result the model can relay."""
+`image_provider(settings)` picks the configured one. Failures are `MediaError`, whose
+message is for the person; the image tools turn it into a failure the model relays."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ import httpx2 as httpx
 from PIL import Image, ImageColor, ImageDraw, ImageFont
 
 from app.config import Settings
-from app.tools.registry import ToolFailure
 from app.workspace.images import FALLBACK_COLOURS
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -35,7 +34,7 @@ MAX_PROMPT_CHARS = 4000
 DRAFT_PROVIDER = "local-draft"
 
 
-class ImageProviderError(ToolFailure):
+class MediaError(Exception):
     """The provider could not make the image; the message says why, for the person."""
 
 
@@ -172,7 +171,7 @@ class OpenAIImagesProvider:
         self.endpoint = images_endpoint(base_url)
         parts = urlsplit(self.endpoint)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ImageProviderError(
+            raise MediaError(
                 "The image provider is misconfigured: IMAGE_PROVIDER_URL must be an http(s) URL."
             )
         self.host = parts.netloc
@@ -212,11 +211,11 @@ class OpenAIImagesProvider:
             with httpx.Client(timeout=self.timeout, transport=self.transport) as client:
                 response = client.post(self.endpoint, json=body, headers=headers)
         except httpx.TimeoutException as error:
-            raise ImageProviderError(
+            raise MediaError(
                 f"{where.capitalize()} did not answer within {self.timeout:g} seconds."
             ) from error
         except httpx.HTTPError as error:
-            raise ImageProviderError(f"Could not reach {where}: {error}.") from error
+            raise MediaError(f"Could not reach {where}: {error}.") from error
         if response.status_code >= 400:
             detail = _error_message(response)
             if response.status_code in (401, 403):
@@ -228,7 +227,7 @@ class OpenAIImagesProvider:
             else:
                 meaning = "rejected the request"
             message = f"{where.capitalize()} {meaning}: HTTP {response.status_code}"
-            raise ImageProviderError(f"{message}: {detail}" if detail else f"{message}.")
+            raise MediaError(f"{message}: {detail}" if detail else f"{message}.")
         data = self._image_bytes(response, where)
         return GeneratedImage(
             data=data, content_type=_sniff(data) or "image/png", draft=False, provider=self.name
@@ -236,27 +235,21 @@ class OpenAIImagesProvider:
 
     def _image_bytes(self, response: httpx.Response, where: str) -> bytes:
         if len(response.content) > MAX_IMAGE_BYTES * 4 // 3 + 1024:
-            raise ImageProviderError(f"{where.capitalize()} sent an image that is too large.")
+            raise MediaError(f"{where.capitalize()} sent an image that is too large.")
         try:
             payload = response.json()
             item = payload["data"][0]
         except (ValueError, KeyError, IndexError, TypeError) as error:
-            raise ImageProviderError(
-                f"{where.capitalize()} answered without any image data."
-            ) from error
+            raise MediaError(f"{where.capitalize()} answered without any image data.") from error
         encoded = item.get("b64_json") if isinstance(item, dict) else None
         if not isinstance(encoded, str) or not encoded:
-            raise ImageProviderError(
-                f"{where.capitalize()} answered without base64 image data (b64_json)."
-            )
+            raise MediaError(f"{where.capitalize()} answered without base64 image data (b64_json).")
         try:
             data = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError) as error:
-            raise ImageProviderError(
-                f"{where.capitalize()} sent image data that is not base64."
-            ) from error
+            raise MediaError(f"{where.capitalize()} sent image data that is not base64.") from error
         if _sniff(data) is None:
-            raise ImageProviderError(
+            raise MediaError(
                 f"{where.capitalize()} sent data that is not a PNG, JPEG or WebP image."
             )
         return data
@@ -360,16 +353,10 @@ class LocalDraftRenderer:
         )
 
     @staticmethod
-    def _text(image: Image.Image, prompt: str, style: ImageStyle, palette: list) -> None:
+    def _panel_and_label(image: Image.Image, margin: int, panel_top: int, panel: tuple) -> None:
+        """The translucent text panel and the "DRAFT RENDER" label, top left."""
         width, height = image.size
         short = min(width, height)
-        margin = max(16, short // 18)
-        panel_top = int(height * (0.45 if width > height * 1.2 else 0.58))
-        light = _luminance(palette[0]) < 0.45
-        panel = (255, 255, 255, 215) if light else (20, 24, 28, 205)
-        ink = (24, 28, 32) if light else (250, 250, 245)
-        muted = (80, 86, 92) if light else (200, 204, 208)
-
         overlay = Image.new("RGBA", image.size, (0, 0, 0, 0))
         draw = ImageDraw.Draw(overlay)
         draw.rounded_rectangle(
@@ -388,6 +375,19 @@ class LocalDraftRenderer:
         )
         draw.text((margin + pad, margin + pad), label, font=label_font, fill=(255, 214, 90))
         image.alpha_composite(overlay)
+
+    @staticmethod
+    def _text(image: Image.Image, prompt: str, style: ImageStyle, palette: list) -> None:
+        width, height = image.size
+        short = min(width, height)
+        margin = max(16, short // 18)
+        panel_top = int(height * (0.45 if width > height * 1.2 else 0.58))
+        light = _luminance(palette[0]) < 0.45
+        panel = (255, 255, 255, 215) if light else (20, 24, 28, 205)
+        ink = (24, 28, 32) if light else (250, 250, 245)
+        muted = (80, 86, 92) if light else (200, 204, 208)
+
+        LocalDraftRenderer._panel_and_label(image, margin, panel_top, panel)
 
         draw = ImageDraw.Draw(image)
         inner = width - margin * 4

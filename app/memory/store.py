@@ -335,3 +335,16 @@ def memory_prompt(instructions: str, facts: list[str]) -> str:
     if facts:
         parts.append("## What you remember about the person\n" + "\n".join(f"- {f}" for f in facts))
     return "\n\n".join(parts)
+
+
+def mark_facts(session: Session, user_id: int, facts: list[str], sources: list[dict]) -> None:
+    """Record that these (just saved) facts came from a conversation with these sources."""
+    if not facts or not sources:
+        return
+    memory = session.get(UserMemory, user_id)
+    if memory is None:
+        return
+    marked = dict(memory.untrusted_facts or {})
+    for fact in facts:
+        marked[fact] = list(sources)
+    memory.untrusted_facts = {fact: marked[fact] for fact in marked if fact in memory.facts}

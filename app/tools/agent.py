@@ -1,10 +1,18 @@
-"""Agent tools: one per agent file; each runs a sub-agent that writes copy."""
+"""Agent tools (one per agent file; each runs a sub-agent that writes copy), and the
+bridge every tool that has a model write a structured result crosses: the agents'
+results and failures become tool results and tool failures here."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.agents.catalog import AgentCatalog, AgentDefinition
-from app.agents.runner import run_agent
+from app.agents.outputs import AgentFailed, fast_structured_output, save_output
+from app.agents.runner import AgentBrief, run_agent
+from app.tools.context import ToolContext
 from app.tools.registry import Tool
+from app.tools.results import ToolFailure, ToolResult
+from app.workspace.models import Offer, Output, Persona
 
 AGENT_INPUT = {
     "type": "object",
@@ -29,15 +37,95 @@ AGENT_INPUT = {
 }
 
 
+def output_result(
+    ctx: ToolContext,
+    slug: str,
+    name: str,
+    output: dict[str, Any],
+    offer: Offer | None,
+    title_field: str = "title",
+) -> ToolResult:
+    """Save a structured result as an Output and show it in the chat like an agent's."""
+    saved = save_output(
+        ctx.session,
+        user_id=ctx.user_id,
+        conversation_id=ctx.conversation_id,
+        slug=slug,
+        name=name,
+        output=output,
+        offer=offer,
+        title_field=title_field,
+    )
+    return ToolResult(
+        content={
+            "output_id": saved.output_id,
+            "agent": slug,
+            "title": saved.title,
+            "output": output,
+        },
+        visible_rows=[
+            {"kind": "agent_output", "content": "", "meta": {"agentOutput": saved.shown}}
+        ],
+    )
+
+
+def fast_output(
+    ctx: ToolContext, name: str, system: str, user_message: str, schema: dict[str, Any]
+) -> dict[str, Any]:
+    """The fast model's answer for a build tool; a tool failure when it never complies."""
+    try:
+        return fast_structured_output(
+            ctx.session,
+            ctx.writer(),
+            model=ctx.settings.fast_model,
+            name=name,
+            system=system,
+            user_message=user_message,
+            schema=schema,
+        )
+    except AgentFailed as failed:
+        raise ToolFailure(str(failed)) from failed
+
+
+def _brief(ctx: ToolContext, args: dict[str, Any]) -> AgentBrief:
+    """The host's request with its ids checked to be the caller's."""
+    offer = persona = None
+    if args.get("offer_id") is not None:
+        offer = ctx.owned(Offer, args["offer_id"], "offer")
+    if args.get("persona_id") is not None:
+        persona = ctx.owned(Persona, args["persona_id"], "persona")
+    references = [
+        ctx.saw(ctx.owned(Output, output_id, "output"))
+        for output_id in args.get("reference_output_ids") or []
+    ]
+    return AgentBrief(args["instructions"], offer, persona, references)
+
+
+def run_agent_tool(ctx: ToolContext, agent: AgentDefinition, args: dict[str, Any]) -> ToolResult:
+    brief = _brief(ctx, args)
+    try:
+        output = run_agent(
+            ctx.session,
+            user_id=ctx.user_id,
+            settings=ctx.settings,
+            writer=ctx.writer(),
+            agent=agent,
+            brief=brief,
+        )
+    except AgentFailed as failed:
+        raise ToolFailure(str(failed)) from failed
+    return output_result(ctx, agent.slug, agent.name, output, brief.offer, agent.title_field)
+
+
 def _agent_tool(agent: AgentDefinition) -> Tool:
     return Tool(
         name=agent.tool_name,
         description=agent.description,
         input_schema=AGENT_INPUT,
         category="agent",
-        handler=lambda ctx, args: run_agent(ctx, agent, args),
-        # An agent saves what it writes as an output: a writing tool for the taint gate.
-        read_only=False,
+        handler=lambda ctx, args: run_agent_tool(ctx, agent, args),
+        # An agent saves what it writes as an output: held in a tainted conversation.
+        needs_approval_when_tainted=True,
         billable=True,
         note=f"{agent.tool_name}: {agent.description}",
         label=agent.step_label,

@@ -4,14 +4,35 @@ per agent file."""
 from __future__ import annotations
 
 from app.agents.catalog import AgentCatalog
-from app.tools import action, read, ui
+from app.tools import (
+    campaigns,
+    characters,
+    images,
+    outside_content,
+    read,
+    sheets,
+    ui,
+    workspace_state,
+)
 from app.tools.agent import agent_tools
 from app.tools.registry import ToolRegistry
+
+# In this order the model sees them: lookups, cards, then what writes.
+TOOL_MODULES = (
+    read,
+    outside_content,
+    ui,
+    characters,
+    sheets,
+    campaigns,
+    images,
+    workspace_state,
+)
 
 
 def build_registry(agents: AgentCatalog) -> ToolRegistry:
     registry = ToolRegistry()
-    for module in (read, ui, action):
+    for module in TOOL_MODULES:
         for declared in module.REGISTRY.all():
             registry.add(declared)
     for declared in agent_tools(agents):

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy.orm import Session
 
+from app.agents.outputs import Writer
 from app.config import Settings
-from app.tools.registry import ToolFailure
+from app.llm.client import ModelClient
+from app.tools.results import ToolFailure
 
 if TYPE_CHECKING:
     from app.events import Event
-    from app.services import Services
 
 T = TypeVar("T")
+
+
+class ToolServices(Protocol):
+    """What a tool uses of the process's services (`app.services.Services` has them)."""
+
+    settings: Settings
+    model: ModelClient
 
 
 @dataclass
@@ -24,7 +32,7 @@ class ToolContext:
     user_id: int
     conversation_id: int
     run_id: int
-    services: Services
+    services: ToolServices
     emit: Callable[[Event], None]
     tool_use_id: str = ""
     # Whether the run was stopped (or its chat deleted): a tool's own model stream checks
@@ -36,6 +44,9 @@ class ToolContext:
     # Untrusted content this call read from the workspace (an output made from a web page):
     # it joins the result's sources, so the reading conversation is tainted too.
     read_untrusted: list[dict[str, Any]] = field(default_factory=list)
+    # Switches this conversation's tool phase; the chat hands it in (the phase lives on
+    # the conversation, which tools do not know). None: no phase to switch (a card check).
+    switch_phase: Callable[[str], None] | None = None
 
     @property
     def tainted(self) -> bool:
@@ -56,6 +67,16 @@ class ToolContext:
     @property
     def settings(self) -> Settings:
         return self.services.settings
+
+    def writer(self) -> Writer:
+        """Where a model this call asks writes: this run's timeline, cut by Stop."""
+        return Writer(
+            model=self.services.model,
+            run_id=self.run_id,
+            emit=self.emit,
+            end_reads=self.end_reads,
+            should_stop=self.should_stop,
+        )
 
     def end_reads(self) -> None:
         """End the transaction before slow work (a model call, an outbound request): on

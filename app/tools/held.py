@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.tools.registry import Pause, confirmation
+from app.tools.results import Pause, confirmation
 from app.tools.urls import UrlView
 
 REASON = (

@@ -10,7 +10,8 @@ from typing import Any
 from app.llm.client import ModelError, StreamAborted, StreamCancelled
 from app.llm.errors import error_detail, plain_reason, redact
 from app.tools.context import ToolContext
-from app.tools.registry import Pause, Tool, ToolFailure, ToolResult
+from app.tools.registry import Tool
+from app.tools.results import Pause, ToolFailure, ToolResult
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,45 +22,10 @@ from jsonschema import Draft202012Validator
 
 if TYPE_CHECKING:
     from app.tools.context import ToolContext
+    from app.tools.results import Pause, ToolResult
 
 Category = Literal["read", "ui", "action", "agent"]
 Phase = Literal["discovery", "build"]
-
-
-class ToolFailure(Exception):
-    """A failure the model should see as an `is_error` tool result (never crashes a run)."""
-
-
-@dataclass
-class ToolResult:
-    content: Any
-    is_error: bool = False
-    # Rows the tool wants shown in the chat besides its (hidden) result, e.g. an image.
-    visible_rows: list[dict[str, Any]] = field(default_factory=list)
-    # What untrusted content this result carries (a page, a file, a saved output made from
-    # one): each a small dict such as {"tool": "fetch_url", "url": ...}. The loop records
-    # them on the result row; from then on the conversation is tainted (app/chat/taint.py).
-    untrusted_sources: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class Pause:
-    """A UI tool's answer: stop the run and show this card until the person answers."""
-
-    card: dict[str, Any]
-
-
-def confirmation(arguments: dict[str, Any], reason: str, title: str) -> Pause:
-    """Hold a call until the person approves exactly these arguments."""
-    return Pause(
-        {
-            "kind": "confirmation",
-            "title": title,
-            "arguments": arguments,
-            "reason": reason,
-            "steps": [],
-        }
-    )
 
 
 Handler = Callable[["ToolContext", dict[str, Any]], "ToolResult | Pause | Any"]
@@ -75,12 +40,12 @@ class Tool:
     category: Category
     handler: Handler
     phase: Phase = "discovery"
-    # False: the tool writes (saves, generates, starts, remembers, links). In a tainted
-    # conversation every call of a writing tool waits for the person (app/chat/taint.py).
-    read_only: bool = True
-    # A writing tool whose call writes only for some arguments: False means this call
-    # changes nothing the gate protects (set_phase back to discovery).
-    writes_when: Callable[[dict[str, Any]], bool] | None = None
+    # The tool changes something (saves, generates, starts, remembers, links): in a
+    # tainted conversation each call waits for the person's approval (app/chat/taint.py).
+    needs_approval_when_tainted: bool = False
+    # For such a tool whose calls change something only for some arguments: False means
+    # this call changes nothing the gate protects (set_phase back to discovery).
+    needs_approval_for: Callable[[dict[str, Any]], bool] | None = None
     # What a held call's card shows besides its arguments, e.g. remember's exact facts.
     held_details: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # Its results are untrusted content (a fetched page, an attached file).
@@ -97,11 +62,11 @@ class Tool:
     # from the name ("List offers").
     label: str = ""
 
-    def writes(self, arguments: dict[str, Any]) -> bool:
-        """Whether this call changes something (the taint gate holds it)."""
-        if self.read_only:
+    def call_needs_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether this call changes something, so a tainted conversation holds it."""
+        if not self.needs_approval_when_tainted:
             return False
-        return self.writes_when is None or bool(self.writes_when(arguments))
+        return self.needs_approval_for is None or bool(self.needs_approval_for(arguments))
 
     @property
     def step_label(self) -> str:
@@ -212,12 +177,6 @@ class ToolRegistry:
     def all(self) -> list[Tool]:
         return list(self._tools.values())
 
-    def by_category(self, category: Category) -> list[Tool]:
-        return [tool for tool in self._tools.values() if tool.category == category]
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._tools
-
 
 def tool(
     registry: ToolRegistry,
@@ -256,3 +215,20 @@ def tool(
         return handler
 
     return decorate
+
+
+def action_tool(
+    registry: ToolRegistry, name: str, description: str, note: str, **options: Any
+) -> Callable[[Handler], Handler]:
+    """Declare an action tool: it writes (the taint gate holds it) and is offered in the
+    build phase unless `phase` says otherwise."""
+    options.setdefault("phase", "build")
+    return tool(
+        registry,
+        name=name,
+        description=description,
+        category="action",
+        needs_approval_when_tainted=True,
+        note=note,
+        **options,
+    )

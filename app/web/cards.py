@@ -43,7 +43,7 @@ from werkzeug.datastructures import MultiDict
 from app.chat.conversations import row_dict
 from app.chat.models import Message
 from app.chat.runs import awaiting_card
-from app.tools.ui import check_step
+from app.tools.questionnaire import check_step
 from app.web.access import is_htmx, owned_conversation
 from app.web.chat_actions import start_turn
 from app.web.errors import ApiError, error_response

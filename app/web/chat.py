@@ -23,12 +23,8 @@ from flask_login import current_user, login_required
 from sqlalchemy import select
 
 from app.accounts.models import User
-from app.accounts.onboarding import (
-    default_starters,
-    start_generation,
-    starter_writers,
-    starters_for,
-)
+from app.accounts.onboarding import default_starters, starters_for
+from app.agents.onboarding import start_generation, starter_writers
 from app.chat.branches import NEVER_BRANCHED, branch_version, shown_rows
 from app.chat.conversations import (
     conversation_dict,

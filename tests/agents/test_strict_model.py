@@ -9,8 +9,9 @@ import pytest
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
 
-from app.accounts.onboarding import default_starters, write_starters
+from app.accounts.onboarding import default_starters
 from app.agents.catalog import load_agents
+from app.agents.onboarding import write_starters
 from app.agents.outputs import answer_tool_name
 from app.memory.models import MemoryChange, UserMemory
 from app.memory.store import FALLBACK_REASON

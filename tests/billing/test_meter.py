@@ -19,7 +19,8 @@ from app.chat.models import Run
 from app.chat.runs import start_run
 from app.config import DEFAULT_HOST_MODEL
 from app.llm.demo import agent_output
-from app.tools.registry import Tool, ToolResult, confirmation
+from app.tools.registry import Tool
+from app.tools.results import ToolResult, confirmation
 from app.workspace.models import Offer
 from tests.billing.conftest import metered, usage_events
 from tests.fake_model import Turn, api_error, text, tool_use
@@ -180,7 +181,7 @@ def test_an_approved_billable_call_is_billed_in_the_run_that_carries_it_out(app,
                 "required": ["name"],
             },
             category="action",
-            read_only=False,
+            needs_approval_when_tainted=True,
             billable=True,
             handler=lambda ctx, args: confirmation(args, "It costs credits.", "Render?"),
             on_approved=_approved_saves,

@@ -8,7 +8,8 @@ import json
 import pytest
 from sqlalchemy import func, select
 
-from app.tools.registry import Tool, ToolResult, confirmation
+from app.tools.registry import Tool
+from app.tools.results import ToolResult, confirmation
 from app.workspace.models import Character
 from tests.fake_model import Turn, text, tool_use
 
@@ -31,7 +32,7 @@ def held_tool(app):
             "required": ["name"],
         },
         category="action",
-        read_only=False,
+        needs_approval_when_tainted=True,
         handler=lambda ctx, args: confirmation(
             args, "Saving changes your workspace.", f"Save {args['name']}?"
         ),

@@ -12,8 +12,8 @@ from PIL import Image
 from sqlalchemy import func, select
 
 from app.events import AgentToken, Timeline
-from app.tools import action
-from app.tools.registry import Pause, ToolFailure, ToolResult
+from app.tools import campaigns, characters, sheets
+from app.tools.results import Pause, ToolFailure, ToolResult
 from app.workspace.models import Campaign, Character, ImagePreset, Output, VisualAsset
 from tests.fake_model import Turn, text
 from tests.tools import SECRET, make_workspace
@@ -88,11 +88,11 @@ def test_every_action_tool_is_declared_for_the_build_phase(app):
         assert declared is not None, name
         assert declared.category == "action"
         assert declared.phase == "build"
-        assert declared.read_only is False
+        assert declared.needs_approval_when_tainted is True
         assert declared.billable == (name in BILLABLE), name
         assert declared.note and "\n" not in declared.note and declared.note.startswith(name)
         assert len(declared.description) > 80
-    assert tools.get("propose_cast_list").on_approved is action.save_cast
+    assert tools.get("propose_cast_list").on_approved is characters.save_cast
     # The way into build, and memory the person asks for, must be reachable in discovery.
     for name in ("set_phase", "remember"):
         assert tools.get(name).category == "action" and tools.get(name).phase == "discovery"
@@ -245,7 +245,7 @@ def test_start_campaign_refuses_foreign_offers_blank_names_and_huge_briefings(ws
         f"No offer with id {foreign} was found.",
     )
     fails(ws, "start_campaign", {"offer_id": ws.ids["offer"], "name": "  ", "briefing": {}})
-    huge = {"notes": "x" * (action.MAX_BRIEFING_CHARS + 1)}
+    huge = {"notes": "x" * (campaigns.MAX_BRIEFING_CHARS + 1)}
     assert "too long" in fails(
         ws, "start_campaign", {"offer_id": ws.ids["offer"], "name": "x", "briefing": huge}
     )
@@ -482,7 +482,7 @@ def test_element_sheet_for_an_offer_is_saved_and_shown(ws, fake_model):
     assert request["model"] == ws.services.settings.fast_model
     # The answer's shape travels in the request: the schema is the forced tool's input.
     assert request["tool_choice"] == {"type": "tool", "name": "submit_element_sheet"}
-    assert request["tools"][0]["input_schema"] == action.ELEMENT_SHEET_SCHEMA
+    assert request["tools"][0]["input_schema"] == sheets.ELEMENT_SHEET_SCHEMA
     asked = request["messages"][0]["content"]
     assert "Ada Coaching" in asked and "Spring campaign" in asked
     assert SECRET not in json.dumps(request)
@@ -630,7 +630,7 @@ def test_propose_cast_list_asks_before_saving(ws, fake_model):
     assert "exactly 2 characters" in asked and "Warm, local" in asked
     assert "Ada Olive" in asked  # the persona's existing character, not to be repeated
 
-    saved = action.save_cast(ws.ctx, card["arguments"])
+    saved = characters.save_cast(ws.ctx, card["arguments"])
     assert [c["name"] for c in saved["characters"]] == ["Mira Voss", "Jon Park"]
     for item in saved["characters"]:
         character = ws.session.get(Character, item["character_id"])
@@ -691,9 +691,9 @@ def test_propose_cast_list_fails_after_two_bad_answers(ws, fake_model):
 def test_an_approved_cast_is_checked_again(ws):
     before = counts(ws)
     with pytest.raises(ToolFailure, match="malformed"):
-        action.save_cast(ws.ctx, {"persona_id": ws.ids["persona"], "offer_id": 1})
+        characters.save_cast(ws.ctx, {"persona_id": ws.ids["persona"], "offer_id": 1})
     with pytest.raises(ToolFailure, match="No persona"):
-        action.save_cast(
+        characters.save_cast(
             ws.ctx,
             {"persona_id": ws.bob_ids["persona"], "offer_id": 1, "characters": CAST["characters"]},
         )

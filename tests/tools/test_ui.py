@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.tools.registry import Pause, ToolFailure
+from app.tools.results import Pause, ToolFailure
 from app.workspace.models import Offer, Persona
 from tests.tools import SECRET, make_workspace
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from app.accounts.onboarding import starter_writers
+from app.agents.onboarding import starter_writers
 from tests.chat.conftest import ChatDriver
 from tests.conftest import AuthActions
 from tests.fake_model import Turn, text, tool_use
@@ -197,7 +197,7 @@ def test_the_onboarding_pool_is_bounded(monkeypatch):
     never queued twice; once the work is done the pool takes more."""
     import threading
 
-    import app.accounts.onboarding as onboarding
+    import app.agents.onboarding as onboarding
 
     release = threading.Event()
     written = []

@@ -16,7 +16,8 @@ import pytest
 from sqlalchemy import select
 
 from app.accounts.models import User
-from app.accounts.onboarding import DEFAULT_STARTERS, UNTRUSTED_NOTE
+from app.accounts.onboarding import DEFAULT_STARTERS
+from app.agents.onboarding import UNTRUSTED_NOTE
 from app.chat.models import Message
 from tests.fake_model import Turn, api_error, text
 from tests.web.helpers import (
@@ -287,13 +288,14 @@ def test_a_website_on_a_refused_address_is_not_fetched(app, client, fake_model, 
 
 
 def test_a_bare_domain_gets_https(app, client, fake_model, monkeypatch):
-    import app.accounts.onboarding as onboarding
+    import app.agents.onboarding as onboarding
+    from app.net.fetch import FetchFailed
 
     fetched = []
 
     def fake_fetch(url, allow_hosts):
         fetched.append(url)
-        raise onboarding.FetchFailed("offline")
+        raise FetchFailed("offline")
 
     monkeypatch.setattr(onboarding, "fetch_text", fake_fetch)
     sign_up(client)

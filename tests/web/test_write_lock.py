@@ -19,7 +19,7 @@ from app.db import read_transaction, utcnow
 from app.workspace.models import Character, Offer, Persona
 from tests.fake_model import Turn, schema_instance, text, tool_use
 from tests.live import LiveServer
-from tests.tools.test_image_provider import ImagesAPI
+from tests.media import ImagesAPI
 
 
 @pytest.fixture(autouse=True)

@@ -19,8 +19,6 @@ from html.parser import HTMLParser
 
 import httpx2 as httpx
 
-from app.tools.registry import ToolFailure
-
 MAX_BYTES = 2 * 1024 * 1024
 MAX_REDIRECTS = 5
 TIMEOUT_SECONDS = 10.0
@@ -39,11 +37,15 @@ PLAIN_TYPES = {"text/plain", "text/markdown", "text/csv", "application/json"}
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-class FetchRefused(ToolFailure):
+class FetchError(Exception):
+    """Why a page was not fetched, in words for the person (and the model relaying it)."""
+
+
+class FetchRefused(FetchError):
     """The URL is not one we will fetch (scheme, address, content type, redirects)."""
 
 
-class FetchFailed(ToolFailure):
+class FetchFailed(FetchError):
     """The fetch was allowed but did not work (DNS, connection, timeout, HTTP error)."""
 
 

@@ -1,100 +1,25 @@
 """Image providers: an OpenAI-compatible images API (against a tiny local server) and the
-local draft renderer; generate_image through the configured one."""
+local draft renderer."""
 
 from __future__ import annotations
 
 import base64
 import io
-import json
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from PIL import Image
-from sqlalchemy import func, select
 
 from app.config import load_settings
 from app.media.providers import (
-    ImageProviderError,
     ImageStyle,
     LocalDraftRenderer,
+    MediaError,
     OpenAIImagesProvider,
     image_provider,
     images_endpoint,
     normalise_colours,
 )
-from app.tools.registry import ToolFailure
-from app.workspace.models import VisualAsset
-from tests.tools import make_workspace
-
-
-def tiny_png(size=(8, 8), colour="#2f6f5e") -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", size, colour).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-class ImagesAPI:
-    """POST /v1/images/generations on 127.0.0.1; answers what the test sets."""
-
-    def __init__(self):
-        self.requests: list[dict] = []
-        self.status = 200
-        self.payload: dict | bytes = {"created": 1, "data": [{"b64_json": ""}]}
-        self.delay = 0.0
-        self.image = tiny_png()
-        self.on_request = None  # called while the request waits for its answer
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                api.requests.append(
-                    {
-                        "path": self.path,
-                        "headers": {k.lower(): v for k, v in self.headers.items()},
-                        "body": json.loads(self.rfile.read(length) or b"{}"),
-                    }
-                )
-                if api.on_request is not None:
-                    api.on_request()
-                if api.delay:
-                    time.sleep(api.delay)
-                payload = api.payload
-                if isinstance(payload, dict) and payload.get("data") == [{"b64_json": ""}]:
-                    payload = {
-                        "created": 1,
-                        "data": [{"b64_json": base64.b64encode(api.image).decode()}],
-                    }
-                body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                try:
-                    self.send_response(api.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass  # the client gave up (timeout test)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def start(self):
-        self.thread.start()
-        return self
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+from tests.media import ImagesAPI
 
 
 @pytest.fixture
@@ -164,12 +89,11 @@ def test_other_models_are_asked_for_base64_at_their_sizes(images_api):
         (200, b"not json", "answered without any image data"),
     ],
 )
-def test_http_provider_failures_are_clear_tool_failures(images_api, status, payload, expected):
+def test_http_provider_failures_are_clear_media_errors(images_api, status, payload, expected):
     images_api.status, images_api.payload = status, payload
     provider = OpenAIImagesProvider(images_api.url, "k", "gpt-image-1")
-    with pytest.raises(ToolFailure) as caught:
+    with pytest.raises(MediaError) as caught:
         provider.generate("x", 1024, 1024, ImageStyle())
-    assert isinstance(caught.value, ImageProviderError)
     assert expected in str(caught.value)
     assert str(caught.value).startswith(("The image provider (127.0.0.1:", "Could not reach"))
 
@@ -177,12 +101,12 @@ def test_http_provider_failures_are_clear_tool_failures(images_api, status, payl
 def test_http_provider_timeouts_and_unreachable_hosts(images_api):
     images_api.delay = 1.0
     slow = OpenAIImagesProvider(images_api.url, None, "gpt-image-1", timeout=0.2)
-    with pytest.raises(ImageProviderError, match="did not answer within 0.2 seconds"):
+    with pytest.raises(MediaError, match="did not answer within 0.2 seconds"):
         slow.generate("x", 1024, 1024, ImageStyle())
     closed = OpenAIImagesProvider("http://127.0.0.1:9", None, "gpt-image-1", timeout=2)
-    with pytest.raises(ImageProviderError, match=r"Could not reach the image provider \(127"):
+    with pytest.raises(MediaError, match=r"Could not reach the image provider \(127"):
         closed.generate("x", 1024, 1024, ImageStyle())
-    with pytest.raises(ImageProviderError, match="IMAGE_PROVIDER_URL"):
+    with pytest.raises(MediaError, match="IMAGE_PROVIDER_URL"):
         OpenAIImagesProvider("ftp://example.com", None, "gpt-image-1")
 
 
@@ -233,49 +157,3 @@ def test_brand_colours_are_normalised():
         "#2f6f5e",
     )
     assert normalise_colours(None) == ()
-
-
-# --- generate_image with the HTTP provider ---------------------------------------------
-
-
-@pytest.fixture
-def ws_http(make_app, images_api):
-    app = make_app(image_provider_url=images_api.url, image_provider_key="sk-test")
-    workspace = make_workspace(app)
-    yield workspace
-    workspace.session.close()
-
-
-def test_generate_image_through_the_http_provider_stores_the_asset(ws_http, images_api):
-    ws = ws_http
-    models = ws.call("list_generation_models")
-    assert models["images"]["provider"].startswith("gpt-image-1 at 127.0.0.1:")
-    assert models["images"]["draft"] is False
-
-    result = ws.call("generate_image", {"prompt": "A calm kitchen", "offer_id": ws.ids["offer"]})
-    asset = ws.session.get(VisualAsset, result.content["asset_id"])
-    assert asset.data == images_api.image and asset.content_type == "image/png"
-    assert asset.meta["draft"] is False and asset.meta["provider"].startswith("gpt-image-1")
-    assert result.content["draft"] is False and "note" not in result.content
-    assert result.visible_rows[0]["meta"]["agentOutput"]["draft"] is False
-    assert "#2f6f5e" in images_api.requests[0]["body"]["prompt"]
-
-
-def test_a_provider_error_through_the_tool_writes_nothing(ws_http, images_api):
-    ws = ws_http
-    images_api.status, images_api.payload = 400, {"error": {"message": "Bad prompt"}}
-    count = select(func.count()).select_from(VisualAsset)
-    before = ws.session.scalar(count)
-    with pytest.raises(ToolFailure, match="HTTP 400: Bad prompt"):
-        ws.call("generate_image", {"prompt": "x"})
-    assert ws.session.scalar(count) == before
-
-
-def test_list_generation_models_without_a_provider(make_app):
-    ws = make_workspace(make_app())
-    try:
-        models = ws.call("list_generation_models")
-        assert models["images"]["provider"] == "local-draft" and models["images"]["draft"]
-        assert models["video"]["available"] is False
-    finally:
-        ws.session.close()

@@ -13,9 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from app.tools import fetch
-from app.tools.fetch import MAX_BYTES, FetchedPage, FetchFailed, FetchRefused, fetch_text
-from app.tools.registry import ToolFailure
+from app.net import fetch
+from app.net.fetch import MAX_BYTES, FetchedPage, FetchFailed, FetchRefused, fetch_text
 
 LOCAL = ("127.0.0.1",)
 
@@ -331,8 +330,3 @@ def test_unresolvable_hosts_fail_clearly(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", nowhere)
     with pytest.raises(FetchFailed, match="Could not resolve"):
         fetch_text("http://no-such-host.test/")
-
-
-def test_fetch_errors_are_tool_failures():
-    assert issubclass(FetchRefused, ToolFailure)
-    assert issubclass(FetchFailed, ToolFailure)

@@ -5,7 +5,9 @@ The database does the work: every table that names an owner cascades on the user
 personas, memory, usage, tokens), and where a person is named as somebody else's actor
 (memory changes an admin made, guideline history) the name is set to NULL: those rows
 stay, anonymised. Their sessions end with the row: no cookie can name an account that is
-gone, and users ids are never reused (AUTOINCREMENT on SQLite, sequences on PostgreSQL)."""
+gone, and users ids are never reused (AUTOINCREMENT on SQLite, sequences on PostgreSQL).
+It lives in chat, not accounts, because it counts the person's chats and the runs still
+answering (accounts sit below chat and know neither)."""
 
 from __future__ import annotations
 

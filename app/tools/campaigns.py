@@ -1,0 +1,62 @@
+"""The campaign tool: save a campaign for an offer from its briefing (a draft, or started
+when the person said to go ahead; Loopdesk buys and publishes nothing itself)."""
+
+from __future__ import annotations
+
+import json
+
+from app.tools.context import ToolContext
+from app.tools.registry import ToolRegistry, action_tool
+from app.tools.results import ToolFailure
+from app.tools.workspace_facts import OFFER_ID, clean_text
+from app.workspace.models import Campaign, Offer
+
+REGISTRY = ToolRegistry()
+
+MAX_BRIEFING_CHARS = 20_000
+
+
+@action_tool(
+    REGISTRY,
+    "start_campaign",
+    "Save a campaign for an offer from its briefing (goal, audience, channels, budget, "
+    'timing, notes, as collected with collect_campaign_briefing). status "draft" '
+    '(the default) keeps it for review; "started" records that the person has said to go '
+    "ahead. Loopdesk does not buy ads or publish anything itself. Returns the campaign_id "
+    "(get_campaign_status reports it).",
+    "start_campaign: save a campaign (draft or started) from a briefing.",
+    properties={
+        "offer_id": OFFER_ID,
+        "name": {"type": "string", "minLength": 1, "maxLength": 200},
+        "briefing": {
+            "type": "object",
+            "maxProperties": 40,
+            "description": "The briefing's answers, e.g. goal, audience, channels, budget.",
+        },
+        "status": {"type": "string", "enum": ["draft", "started"]},
+    },
+    required=("offer_id", "name", "briefing"),
+    label="Saved a campaign",
+)
+def start_campaign(ctx: ToolContext, args: dict) -> dict:
+    offer = ctx.owned(Offer, args["offer_id"], "offer")
+    name = clean_text(args["name"], "campaign's name")
+    briefing = args["briefing"]
+    if len(json.dumps(briefing, ensure_ascii=False)) > MAX_BRIEFING_CHARS:
+        raise ToolFailure(
+            f"The briefing is too long (at most {MAX_BRIEFING_CHARS:,} characters as JSON)."
+        )
+    status = args.get("status", "draft")
+    campaign = Campaign(
+        user_id=ctx.user_id, offer_id=offer.id, name=name, status=status, briefing=briefing
+    )
+    ctx.session.add(campaign)
+    ctx.session.flush()
+    state = "started" if status == "started" else "saved as a draft"
+    return {
+        "campaign_id": campaign.id,
+        "name": campaign.name,
+        "status": campaign.status,
+        "offer_id": offer.id,
+        "message": f"The campaign {campaign.name} for {offer.name} is {state}.",
+    }
