@@ -32,4 +32,3 @@ def test_no_function_is_longer_than_a_screen():
                 if length > MAX_FUNCTION_LINES:
                     long[f"{path.relative_to(APP.parent)}::{node.name}"] = length
     assert long == {}, f"split these (at most {MAX_FUNCTION_LINES} lines, def to end)"
-
