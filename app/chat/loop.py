@@ -32,6 +32,7 @@ from app.chat.models import (
 from app.chat.provenance import stamped
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_log import RunLog, elapsed_ms
+from app.chat.run_services import RunServices
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
 from app.chat.search import index_row
 from app.chat.steps import RunSteps
@@ -48,7 +49,6 @@ from app.llm.client import (
     StreamCancelled,
 )
 from app.llm.errors import error_detail, plain_reason, redact
-from app.services import Services
 from app.tools.context import ToolContext
 from app.tools.invoke import invoke
 from app.tools.registry import Pause, Tool, ToolResult
@@ -65,7 +65,7 @@ class RunCancelled(Exception):
     pass
 
 
-def execute_run(services: Services, run_id: int) -> str | None:
+def execute_run(services: RunServices, run_id: int) -> str | None:
     """Claim the run and drive it to a final status. A run already claimed or finished
     (a duplicate delivery) is left alone and None is returned."""
     with services.database.session() as session:
@@ -82,7 +82,7 @@ def execute_run(services: Services, run_id: int) -> str | None:
 
 
 class HostLoop:
-    def __init__(self, services: Services, run_id: int, conversation_id: int, user_id: int):
+    def __init__(self, services: RunServices, run_id: int, conversation_id: int, user_id: int):
         self.services = services
         self.settings = services.settings
         self.run_id = run_id
@@ -624,14 +624,19 @@ class HostLoop:
         own). Metering trouble is logged and never fails a run the person already has."""
         try:
             if session is None:
-                record_run_usage(
-                    self.services.database, self.settings, self.run_id, self.billable_calls
-                )
+                with self.services.database.session() as own:
+                    self._record_usage(own)
+                    own.commit()
                 return
             with session.begin_nested():
-                record_run_usage(session, self.settings, self.run_id, self.billable_calls)
+                self._record_usage(session)
         except Exception:
             log.exception("run %s: usage could not be metered", self.run_id)
+
+    def _record_usage(self, session) -> None:
+        run = session.get(Run, self.run_id)
+        if run is not None:  # gone with its conversation: nothing to meter
+            record_run_usage(session, self.settings, run, self.billable_calls)
 
     def _finish(self, status: str) -> tuple[str, ev.ConversationChanged | None]:
         """The final status, the usage event, the log so far and the conversation as the

@@ -12,9 +12,11 @@ from sqlalchemy.orm import Session
 
 from app.accounts.models import User
 from app.billing.quota import quota_exceeded
+from app.chat.attachments import pending_attachments
 from app.chat.branches import Tree, current_leaf, show_branch
 from app.chat.models import ACTIVE_RUN_STATUSES, TITLE_DEFAULT, TITLE_MESSAGE, Message, Run
 from app.chat.rows import insert_message, insert_tool_result
+from app.chat.run_services import RunServices
 from app.chat.runs import (
     RunConflict,
     active_run,
@@ -25,10 +27,9 @@ from app.chat.runs import (
 )
 from app.chat.search import index_row
 from app.config import Settings
-from app.services import Services
 from app.tools.context import ToolContext
 from app.tools.registry import ToolFailure
-from app.workspace.attachments import file_chips, note_for, pending_attachments
+from app.workspace.attachments import file_chips, note_for
 
 # How long a person over the concurrent-run cap is asked to wait before trying again.
 TOO_MANY_RUNS_RETRY_SECONDS = 5
@@ -281,7 +282,7 @@ def choose_branch(session: Session, conversation_id: int, user_id: int, sequence
 
 def submit_tool_response(
     session: Session,
-    services: Services,
+    services: RunServices,
     conversation_id: int,
     user_id: int,
     tool_use_id: str,
@@ -346,7 +347,7 @@ def _answer_confirmation(session, conversation, card_row: Message, result: dict)
 
 
 def _check_answer(
-    session, services: Services, conversation_id: int, user_id: int, card: dict, result: dict
+    session, services: RunServices, conversation_id: int, user_id: int, card: dict, result: dict
 ) -> str | None:
     tool = services.tools.get(card["tool"])
     if tool is None or tool.check_response is None:

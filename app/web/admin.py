@@ -21,7 +21,6 @@ from sqlalchemy import func, select
 from wtforms import IntegerField, StringField, TextAreaField
 from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
-from app.accounts.deletion import delete_person, what_deleting_removes
 from app.accounts.models import User
 from app.accounts.service import AccountError, create_user
 from app.agents import guidelines as rules
@@ -32,6 +31,7 @@ from app.billing.meter import run_credits
 from app.billing.quota import month_of
 from app.billing.usage import MONTH, person_history, usage_by_person, usage_months
 from app.chat.models import Conversation, Run
+from app.chat.person_deletion import delete_person, what_deleting_removes
 from app.chat.run_log import describe, load_reports
 from app.web.access import is_htmx
 from app.web.forms import Form, UserCreateForm

@@ -31,6 +31,7 @@ from app.accounts.onboarding import (
     starter_writers,
     starters_for,
 )
+from app.chat.attachments import pending_attachments
 from app.chat.branches import NEVER_BRANCHED, branch_version, shown_rows
 from app.chat.conversations import (
     conversation_dict,
@@ -54,7 +55,7 @@ from app.web.turns import (
     store_request_uploads,
     switch_branch,
 )
-from app.workspace.attachments import AttachmentRefused, human_size, pending_attachments
+from app.workspace.attachments import AttachmentRefused, human_size
 from app.workspace.models import Attachment
 
 bp = Blueprint("chat", __name__)

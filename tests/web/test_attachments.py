@@ -14,14 +14,10 @@ from werkzeug.datastructures import FileStorage
 from werkzeug.test import encode_multipart
 
 from app.accounts.models import User
+from app.chat.attachments import attachment_note, store_attachment
 from app.chat.rows import insert_message
 from app.tools.context import ToolContext
-from app.workspace.attachments import (
-    AttachmentRefused,
-    attachment_note,
-    safe_filename,
-    store_attachment,
-)
+from app.workspace.attachments import AttachmentRefused, safe_filename
 from app.workspace.models import Attachment, Offer
 from tests.web.helpers import (
     add_conversation,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.accounts.models import ApiToken, User
-from app.workspace.demo import DEMO_EMAIL, DEMO_PASSWORD
 from app.workspace.models import Offer, Persona
+from app.workspace.seed import DEMO_EMAIL, DEMO_PASSWORD
 from tests.conftest import csrf_token_from
 from tests.web.helpers import add_user, bearer, count, sha256, snapshot
 
