@@ -7,7 +7,11 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.chat.models import Conversation, Message
+from app.chat.models import (
+    Conversation,
+    Message,
+    RowKind,
+)
 from app.workspace.attachments import (
     DEFAULT_MAX_BYTES,
     AttachmentRefused,
@@ -109,7 +113,7 @@ def _last_typed_sequence(session: Session, conversation_id: int) -> int:
     return (
         session.scalar(
             select(Message.sequence)
-            .where(Message.conversation_id == conversation_id, Message.kind == "user")
+            .where(Message.conversation_id == conversation_id, Message.kind == RowKind.USER)
             .order_by(Message.sequence.desc())
             .limit(1)
         )

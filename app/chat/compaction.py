@@ -19,7 +19,11 @@ from app.chat.budget import (
     input_budget,
     truncate_text,
 )
-from app.chat.models import Conversation, Message
+from app.chat.models import (
+    Conversation,
+    Message,
+    RowKind,
+)
 from app.chat.rows import insert_message
 from app.llm.client import ModelClient, ModelError
 
@@ -61,7 +65,7 @@ def choose_cut(rows: list[Message], recent_budget: int) -> int | None:
         if total > recent_budget:
             break
         start = index
-    clean = [i for i, row in enumerate(rows) if row.kind == "user" and row.role == "user"]
+    clean = [i for i, row in enumerate(rows) if row.kind == RowKind.USER and row.role == "user"]
     candidates = [i for i in clean if i >= start] or clean[-1:]
     if not candidates or candidates[0] == 0:
         return None
@@ -89,8 +93,8 @@ def _row_line(row: Message) -> str | None:
         return None
     speaker = (
         "Person"
-        if row.role == "user" and row.kind == "user"
-        else ("Tool" if row.kind == "tool_result" else "Assistant")
+        if row.role == "user" and row.kind == RowKind.USER
+        else ("Tool" if row.kind == RowKind.TOOL_RESULT else "Assistant")
     )
     return f"{speaker}: " + "\n".join(parts)
 
@@ -175,7 +179,7 @@ def save_summary(
         session,
         conversation_id,
         role="assistant",
-        kind="notice",
+        kind=RowKind.NOTICE,
         content=NOTICE,
         meta={"summary": summary, "summarizedUpTo": covered_now},
     )

@@ -20,14 +20,12 @@ from app.chat.context_window import HostRequestBuilder, PreparedRequest
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.liveness import StreamWatch
 from app.chat.models import (
-    RUN_AWAITING,
-    RUN_CANCELLED,
-    RUN_COMPLETED,
-    RUN_ERROR,
-    RUN_RUNNING,
+    CardStatus,
     Conversation,
     Message,
+    RowKind,
     Run,
+    RunStatus,
 )
 from app.chat.provenance import stamped
 from app.chat.rows import insert_message, insert_tool_result
@@ -35,6 +33,7 @@ from app.chat.run_log import RunLog, elapsed_ms
 from app.chat.run_services import RunServices
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
 from app.chat.search import index_row
+from app.chat.shapes import Card
 from app.chat.steps import RunSteps
 from app.chat.taint import held_for_approval, typed_urls, untrusted_sources
 from app.chat.titles import propose_title
@@ -149,7 +148,7 @@ class HostLoop:
         try:
             status = self._loop()
         except (RunCancelled, StreamCancelled):
-            status = RUN_CANCELLED
+            status = RunStatus.CANCELLED
         except StreamAborted as aborted:
             status = self._fail(aborted.reason, _aborted_text(aborted.reason))
         except ModelError as error:
@@ -163,7 +162,7 @@ class HostLoop:
             if self.deleted():
                 # Its conversation was deleted under it (a write of the run found it gone):
                 # a cancellation, not a failure.
-                status = RUN_CANCELLED
+                status = RunStatus.CANCELLED
             else:
                 log.exception("run %s failed", self.run_id)
                 self.run_log.exception()
@@ -193,7 +192,7 @@ class HostLoop:
         self.run_log.flush()
         if changed is not None:
             self.services.hub.publish_user(self.user_id, changed)
-        if status in (RUN_COMPLETED, RUN_AWAITING):
+        if status in (RunStatus.COMPLETED, RunStatus.AWAITING):
             # After the chat's first exchange the fast model names it (app/chat/titles.py);
             # the run has ended and no transaction is open.
             propose_title(self.services, self.conversation_id, self.user_id)
@@ -212,16 +211,16 @@ class HostLoop:
             row = self.persist_assistant_turn(turn)
             if not turn.tool_uses:
                 self.close_presenting(presenting)
-                return RUN_COMPLETED
+                return RunStatus.COMPLETED
             if self.run_tools(turn, row):
                 self.close_presenting(presenting)
-                return RUN_AWAITING
+                return RunStatus.AWAITING
             presenting = True
         # The cap: one last call that may not use tools, so the person always gets a sentence.
         turn = self.model_step(tool_choice={"type": "none"}, presenting=presenting, wrap_up=True)
         self.persist_assistant_turn(_without_tool_uses(turn), final=True)
         self.close_presenting(presenting)
-        return RUN_COMPLETED
+        return RunStatus.COMPLETED
 
     # -- one model call -----------------------------------------------------------------
 
@@ -296,7 +295,7 @@ class HostLoop:
                 session,
                 self.conversation_id,
                 role="assistant",
-                kind="host",
+                kind=RowKind.HOST,
                 content=text,
                 meta=meta,
             )
@@ -463,14 +462,14 @@ class HostLoop:
                     tool_use, tool.name, tool_use.get("input"), outcome, started, coerced
                 )
                 return False
-            card = {
+            card: Card = {
                 **outcome.card,
                 "toolUseId": tool_use["id"],
                 "tool": tool.name,
-                "status": "awaiting",
+                "status": CardStatus.AWAITING,
             }
             row = session.get(Message, assistant_row.id)
-            row.kind = "card"
+            row.kind = RowKind.CARD
             row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
             index_row(session, row)  # shown from now on
             self._touch(session)
@@ -491,7 +490,7 @@ class HostLoop:
             row = awaiting_approval(session, self.conversation_id)
             if row is None:
                 return False
-            card = row.meta["card"]
+            card: Card = row.meta["card"]
             tool = self.services.tools.get(card["tool"])
             tool_use = {"id": card["toolUseId"], "name": card["tool"]}
             if tool is None:
@@ -590,7 +589,7 @@ class HostLoop:
         """Last step before a write of the run commits (its conversation is locked by
         then): a run stopped, reclaimed or deleted meanwhile writes nothing more. Stop kept
         what the person saw in the transaction that cancelled the run (app.chat.stop)."""
-        if run_status(session, self.run_id) != RUN_RUNNING:
+        if run_status(session, self.run_id) != RunStatus.RUNNING:
             session.rollback()
             raise RunCancelled()
 
@@ -638,7 +637,7 @@ class HostLoop:
         if run is not None:  # gone with its conversation: nothing to meter
             record_run_usage(session, self.settings, run, self.billable_calls)
 
-    def _finish(self, status: str) -> tuple[str, ev.ConversationChanged | None]:
+    def _finish(self, status: RunStatus) -> tuple[RunStatus, ev.ConversationChanged | None]:
         """The final status, the usage event, the log so far and the conversation as the
         list shows it: one transaction."""
         with self.services.database.session() as session:
@@ -668,21 +667,21 @@ class HostLoop:
         self.run_log.error(code, message)
         with self.services.database.session() as session:
             # Stopped, or deleted with its conversation (no row to show the error in).
-            if run_status(session, self.run_id) in (RUN_CANCELLED, None):
-                return RUN_CANCELLED
+            if run_status(session, self.run_id) in (RunStatus.CANCELLED, None):
+                return RunStatus.CANCELLED
             row = insert_message(
                 session,
                 self.conversation_id,
                 role="assistant",
-                kind="error",
+                kind=RowKind.ERROR,
                 content=message,
                 meta={"code": code},
             )
-            finish_run(session, self.run_id, RUN_ERROR, error=f"{code}: {message}")
+            finish_run(session, self.run_id, RunStatus.ERROR, error=f"{code}: {message}")
             session.commit()
         self.emit(ev.RowPersisted(row_dict(row), self.run_id))
         self.emit(ev.RunError(code, message, self.run_id))
-        return RUN_ERROR
+        return RunStatus.ERROR
 
 
 def _as_result(value: Any) -> ToolResult:

@@ -10,7 +10,11 @@ from sqlalchemy import and_, bindparam, case, func, insert, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
 from app.chat.budget import estimate_blocks
-from app.chat.models import Conversation, Message
+from app.chat.models import (
+    Conversation,
+    Message,
+    RowKind,
+)
 from app.chat.search import index_row
 from app.db import utcnow
 
@@ -125,7 +129,9 @@ def insert_tool_result(
     meta: dict[str, Any] = {"blocks": [block], "hidden": True, "tool": tool_name}
     if untrusted:
         meta["untrusted"] = untrusted
-    return insert_message(session, conversation_id, role="user", kind="tool_result", meta=meta)
+    return insert_message(
+        session, conversation_id, role="user", kind=RowKind.TOOL_RESULT, meta=meta
+    )
 
 
 def result_text(content: Any) -> str:

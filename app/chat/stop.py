@@ -23,7 +23,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.chat.branches import current_leaf
-from app.chat.models import Conversation, Message, Run
+from app.chat.models import (
+    Conversation,
+    Message,
+    RowKind,
+    Run,
+)
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_services import Publisher
 from app.chat.runs import cancel_active_run
@@ -72,7 +77,7 @@ def stop_active_run(session: Session, hub: Publisher, conversation_id: int) -> S
             session,
             conversation_id,
             role="assistant",
-            kind="host",
+            kind=RowKind.HOST,
             content=partial,
             meta={
                 "blocks": [{"type": "text", "text": partial}],
@@ -89,7 +94,7 @@ def stop_active_run(session: Session, hub: Publisher, conversation_id: int) -> S
             session,
             conversation_id,
             role="assistant",
-            kind="notice",
+            kind=RowKind.NOTICE,
             content=STOPPED_NOTICE,
             meta={"stopped": True},
         )
@@ -129,7 +134,7 @@ def _unanswered_tool_uses(tail: list[Message]) -> list[dict[str, Any]]:
     calls: dict[str, dict[str, Any]] = {}
     answered: set[str] = set()
     for row in tail:
-        if row.kind == "user":
+        if row.kind == RowKind.USER:
             calls.clear()
             answered.clear()
             continue
@@ -148,6 +153,6 @@ def _already_kept(tail: list[Message], partial: str) -> bool:
     return (
         last is not None
         and last.role == "assistant"
-        and last.kind in ("host", "card")
+        and last.kind in (RowKind.HOST, RowKind.CARD)
         and last.content.strip() == partial
     )

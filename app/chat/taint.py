@@ -19,7 +19,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.chat.models import Conversation, Message
+from app.chat.models import (
+    Conversation,
+    Message,
+    RowKind,
+)
 from app.chat.provenance import untrusted_facts
 from app.memory.models import UserMemory
 from app.tools.held import REASON, fetch_confirmation
@@ -46,7 +50,7 @@ def untrusted_sources(session: Session, conversation_id: int, registry: ToolRegi
             Message.meta["untrusted"],
             Message.meta["tool"].as_string(),
             Message.meta[("blocks", 0, "is_error")].as_boolean(),
-        ).where(Message.conversation_id == conversation_id, Message.kind == "tool_result")
+        ).where(Message.conversation_id == conversation_id, Message.kind == RowKind.TOOL_RESULT)
     )
     for recorded, tool_name, failed in results:
         for source in _row_sources(recorded, tool_name, bool(failed), registry):
@@ -77,7 +81,7 @@ def typed_urls(session: Session, conversation_id: int) -> set[str]:
     """Every full URL the person typed themselves in this conversation (normalized)."""
     texts = session.scalars(
         select(Message.content).where(
-            Message.conversation_id == conversation_id, Message.kind == "user"
+            Message.conversation_id == conversation_id, Message.kind == RowKind.USER
         )
     )
     found = set()

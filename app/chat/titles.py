@@ -16,7 +16,15 @@ import logging
 from sqlalchemy import select, update
 
 from app.chat.conversations import conversation_dict
-from app.chat.models import TITLE_DEFAULT, TITLE_MESSAGE, TITLE_MODEL, Conversation, Message, Run
+from app.chat.models import (
+    TITLE_DEFAULT,
+    TITLE_MESSAGE,
+    TITLE_MODEL,
+    Conversation,
+    Message,
+    RowKind,
+    Run,
+)
 from app.chat.run_services import RunServices
 from app.db import read_transaction
 from app.events import ConversationChanged
@@ -103,12 +111,12 @@ def _first_exchange(services: RunServices, conversation_id: int) -> tuple[str, s
             select(Message)
             .where(
                 Message.conversation_id == conversation_id,
-                Message.kind.in_(("user", "host", "card")),
+                Message.kind.in_((RowKind.USER, RowKind.HOST, RowKind.CARD)),
             )
             .order_by(Message.sequence)
             .limit(20)
         ).all()
-    message = next((r.content for r in rows if r.kind == "user" and r.content.strip()), "")
+    message = next((r.content for r in rows if r.kind == RowKind.USER and r.content.strip()), "")
     answer = next(
         (r.content for r in rows if r.role == "assistant" and not r.hidden and r.content.strip()),
         "",
