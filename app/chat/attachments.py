@@ -13,12 +13,9 @@ from app.chat.models import (
     RowKind,
 )
 from app.workspace.attachments import (
-    DEFAULT_MAX_BYTES,
     AttachmentRefused,
     AttachmentSummary,
     PreparedAttachment,
-    note_for,
-    prepare_attachment,
 )
 from app.workspace.models import Attachment
 
@@ -46,22 +43,6 @@ def save_attachment(
     return attachment
 
 
-def store_attachment(
-    session: Session,
-    user_id: int,
-    conversation_id: int | None,
-    filename: str | None,
-    content_type: str | None,
-    data: bytes,
-    *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-) -> Attachment:
-    """`prepare_attachment` then `save_attachment`, for callers already in a transaction
-    with small files (tests, seeds). Raises AttachmentRefused."""
-    prepared = prepare_attachment(filename, content_type, data, max_bytes=max_bytes)
-    return save_attachment(session, user_id, conversation_id, prepared)
-
-
 def pending_attachments(
     session: Session, conversation_id: int, since_sequence: int | None = None
 ) -> list[AttachmentSummary]:
@@ -81,15 +62,6 @@ def pending_attachments(
     if since_sequence > 0:
         query = query.where(Attachment.after_sequence >= since_sequence)
     return [AttachmentSummary(*row) for row in session.execute(query.order_by(Attachment.id))]
-
-
-def attachment_note(
-    session: Session, conversation_id: int, since_sequence: int | None = None
-) -> str:
-    """Lines for the model-facing text of a new user message, naming the attachments that
-    message goes with (`pending_attachments`). Call it before inserting the new message.
-    Empty when there is nothing new."""
-    return note_for(pending_attachments(session, conversation_id, since_sequence))
 
 
 def _latest_sequence(session: Session, conversation_id: int | None) -> int:

@@ -150,14 +150,3 @@ def _persistent_row(session: Session, values: dict[str, Any]) -> Message:
     make_transient_to_detached(row)
     session.add(row)
     return row
-
-
-def rows_after(session: Session, conversation_id: int, after: int = 0, *, include_hidden=False):
-    """Rows with a sequence above `after`, in order."""
-    query = (
-        select(Message)
-        .where(Message.conversation_id == conversation_id, Message.sequence > after)
-        .order_by(Message.sequence)
-    )
-    rows = session.scalars(query).all()
-    return rows if include_hidden else [row for row in rows if not row.hidden]

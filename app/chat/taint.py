@@ -73,10 +73,6 @@ def _row_sources(
     return []
 
 
-def is_tainted(session: Session, conversation_id: int, registry: ToolRegistry) -> bool:
-    return bool(untrusted_sources(session, conversation_id, registry))
-
-
 def typed_urls(session: Session, conversation_id: int) -> set[str]:
     """Every full URL the person typed themselves in this conversation (normalized)."""
     texts = session.scalars(

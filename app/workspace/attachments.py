@@ -22,11 +22,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
-from app.workspace.models import Attachment
-
 DEFAULT_MAX_BYTES = 5_000_000
 MAX_FILENAME_CHARS = 255
 MAX_PDF_PAGES = 200
@@ -344,24 +339,6 @@ def _image_description(filename: str, kind: str, data: bytes) -> str:
 
 
 # -- reading back -----------------------------------------------------------------------------
-
-
-def attachments_for(
-    session: Session, user_id: int, conversation_id: int
-) -> list[AttachmentSummary]:
-    """The conversation's attachments, oldest first, without their bytes."""
-    rows = session.execute(
-        select(
-            Attachment.id,
-            Attachment.filename,
-            Attachment.content_type,
-            Attachment.size,
-            Attachment.created_at,
-        )
-        .where(Attachment.user_id == user_id, Attachment.conversation_id == conversation_id)
-        .order_by(Attachment.id)
-    ).all()
-    return [AttachmentSummary(*row) for row in rows]
 
 
 def note_for(files: list[AttachmentSummary]) -> str:
