@@ -24,7 +24,7 @@ DEFAULT_HOST_MODEL = "claude-sonnet-5-5"
 DEFAULT_FAST_MODEL = "claude-haiku-5-5"
 DEFAULT_IMAGE_MODEL = "gpt-image-1"
 # The built-in demo model's name: what host requests, run logs and usage name while it
-# answers (app/llm/demo.py reports the model a request names).
+# answers (app/llm/demo/engine.py reports the model a request names).
 DEMO_MODEL_NAME = "loopdesk-demo"
 
 
