@@ -9,7 +9,7 @@ from flask_login import current_user
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.chat.executor import make_executor
-from app.config import PROJECT_ROOT, load_settings
+from app.config import PROJECT_ROOT, Settings, load_settings
 from app.services import build_services, make_database
 from app.web import identity
 from app.web.extensions import csrf, limiter, login_manager, migrate, sock
@@ -35,7 +35,24 @@ def create_app(test_config: dict | None = None) -> Flask:
         template_folder=str(PROJECT_ROOT / "templates"),
         static_folder=str(PROJECT_ROOT / "static"),
     )
-    app.config.update(
+    app.config.update(_flask_config(settings))
+    app.config.update(flask_config)
+    app.session_interface = SessionInterface()
+    if settings.trusted_proxies:
+        # The client's address, scheme and host as the trusted proxies saw them: rate
+        # limits count real clients, and the socket's Origin check sees the public origin.
+        hops = settings.trusted_proxies
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)
+    settings.instance_path.mkdir(parents=True, exist_ok=True)
+    _init_services(app, settings)
+    _init_extensions(app)
+    _init_views(app)
+    _init_templates(app, settings)
+    return app
+
+
+def _flask_config(settings: Settings) -> dict:
+    return dict(
         SECRET_KEY=settings.secret_key,
         LOOPDESK=settings,
         SESSION_COOKIE_HTTPONLY=True,
@@ -56,20 +73,17 @@ def create_app(test_config: dict | None = None) -> Flask:
         RATELIMIT_HEADERS_ENABLED=False,
         SOCK_SERVER_OPTIONS={"ping_interval": 25, "max_message_size": 64 * 1024},
     )
-    app.config.update(flask_config)
-    app.session_interface = SessionInterface()
-    if settings.trusted_proxies:
-        # The client's address, scheme and host as the trusted proxies saw them: rate
-        # limits count real clients, and the socket's Origin check sees the public origin.
-        hops = settings.trusted_proxies
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)
-    settings.instance_path.mkdir(parents=True, exist_ok=True)
 
+
+def _init_services(app: Flask, settings: Settings) -> None:
     database = make_database(settings)
     app.extensions["database"] = database
     services = build_services(settings, database=database)
     app.extensions["services"] = services
     app.extensions["executor"] = make_executor(services)
+
+
+def _init_extensions(app: Flask) -> None:
     migrate.init_app(
         app,
         db=app.extensions["database"],
@@ -82,36 +96,36 @@ def create_app(test_config: dict | None = None) -> Flask:
     sock.init_app(app)
     _init_login(app)
 
+
+def _init_views(app: Flask) -> None:
+    """Routes, error handlers, commands and the request hooks."""
+    from app.cli import register_commands
     from app.web import input_gate
+    from app.web.errors import register_error_handlers
+    from app.web.scopes import check_token_scope
 
     # Before the blueprints (their rules use its `int` converter) and before the CSRF
     # hook (which reads the form).
     input_gate.init_app(app)
     _register_blueprints(app)
-    from app.web.errors import register_error_handlers
-
     register_error_handlers(app)
-    from app.cli import register_commands
-
     register_commands(app)
-
     app.teardown_appcontext(identity.close_db_session)
     app.before_request(_check_csrf)
-    from app.web.scopes import check_token_scope
-
     app.before_request(check_token_scope)
     app.after_request(_security_headers)
-    app.context_processor(lambda: {"settings": settings})
+
+
+def _init_templates(app: Flask, settings: Settings) -> None:
+    from app.chat.provenance import source_label
     from app.web import times
     from app.web.markdown import render_markdown, render_message
 
+    app.context_processor(lambda: {"settings": settings})
     app.jinja_env.filters["markdown"] = render_markdown
     app.jinja_env.filters["message_markdown"] = render_message
-    from app.chat.provenance import source_label
-
     app.jinja_env.filters["untrusted_source_label"] = source_label
     times.register(app)
-    return app
 
 
 def _init_login(app: Flask) -> None:

@@ -14,13 +14,14 @@ from werkzeug.serving import run_simple
 
 from app.accounts.models import DEFAULT_SCOPES, SCOPES, ApiToken, User
 from app.accounts.service import AccountError, create_user
+from app.agents.guidelines import ensure_seeded
 from app.chat.models import Conversation, Run
 from app.chat.run_log import describe, load_reports
 from app.chat.stale import StaleSweeper, sweep
 from app.config import PROJECT_ROOT
 from app.db import utcnow
 from app.reference import reference_command
-from app.workspace.demo import DEMO_EMAIL, DEMO_PASSWORD, seed_demo
+from app.workspace.seed import DEMO_EMAIL, DEMO_PASSWORD, seed_demo
 
 
 def _session():
@@ -77,6 +78,8 @@ def create_token_command(
 def seed_demo_command() -> None:
     """Create the demo admin and workspace on an empty database."""
     with _session() as session:
+        # The shared guidelines too, when the database never had any.
+        ensure_seeded(session)
         user, created = seed_demo(session)
         session.commit()
     if created:

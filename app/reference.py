@@ -11,7 +11,7 @@ import inspect
 import click
 from flask import Flask
 
-from app.config import DOCUMENTED_SETTINGS, PROJECT_ROOT, documented_default
+from app.config import DOCUMENTED_SETTINGS, PROJECT_ROOT
 
 REFERENCE = PROJECT_ROOT / "docs" / "reference.md"
 HEADER = """# Reference: every setting, route and command
@@ -50,7 +50,7 @@ def _settings_table() -> list[str]:
         "|---|---|---|",
     ]
     for setting in DOCUMENTED_SETTINGS:
-        lines.append(f"| `{setting.env}` | {documented_default(setting)} | {setting.meaning} |")
+        lines.append(f"| `{setting.env}` | {setting.default_text} | {setting.meaning} |")
     return lines
 
 

@@ -1,14 +1,15 @@
-"""Everything a run needs, built once per process (web or worker), with no Flask."""
+"""Everything a run needs, built once per process (web or worker), with no Flask: the
+composition root above chat and stream (app/chat/run_services.py names what chat needs)."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 import httpx2 as httpx
 
 from app.agents.catalog import AgentCatalog, load_agents
 from app.chat.liveness import LivenessMonitor
+from app.chat.run_services import Cancellations
 from app.config import Settings
 from app.db import Database
 from app.llm.budget import Calibration
@@ -17,26 +18,6 @@ from app.stream import make_hub
 from app.stream.hub import Hub
 from app.tools.build import build_registry
 from app.tools.registry import ToolRegistry
-
-
-class Cancellations:
-    """Runs stopped in this process: the loop checks here on every event, and asks the
-    database (where a stop from any process lands) only every few seconds."""
-
-    def __init__(self) -> None:
-        self._runs: set[int] = set()
-        self._lock = threading.Lock()
-
-    def add(self, run_id: int) -> None:
-        with self._lock:
-            self._runs.add(run_id)
-
-    def __contains__(self, run_id: int) -> bool:
-        return run_id in self._runs
-
-    def discard(self, run_id: int) -> None:
-        with self._lock:
-            self._runs.discard(run_id)
 
 
 @dataclass

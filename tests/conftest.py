@@ -13,12 +13,12 @@ from sqlalchemy import create_engine, make_url, text
 from app import create_app
 from app.accounts.service import create_user
 from app.models import Base
+from tests.factories import PASSWORD, logged_in_driver
 
 pytest_plugins = ["tests.fake_model"]
 
 SERVICE_DATABASE_URL = os.environ.get("DATABASE_URL", "")
 SERVICE_REDIS_URL = os.environ.get("REDIS_URL", "")
-PASSWORD = "correct horse battery"
 
 
 def pytest_configure(config):
@@ -120,6 +120,13 @@ def app(make_app):
 
 
 @pytest.fixture
+def app_on_fake_model(make_app, fake_model):
+    """An app that talks to the fake model server (packages whose tests drive runs make
+    it their `app`)."""
+    return make_app(anthropic_base_url=fake_model.base_url)
+
+
+@pytest.fixture
 def client(app):
     return app.test_client()
 
@@ -186,3 +193,9 @@ def user(auth):
     user_id = auth.create()
     auth.login()
     return user_id
+
+
+@pytest.fixture
+def chat(app, auth):
+    """Ada, logged in, driving the app's JSON API (tests/factories.py)."""
+    return logged_in_driver(app, auth)

@@ -6,7 +6,7 @@ processes racing on the same key also count once."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import insert
 from sqlalchemy.dialects import postgresql, sqlite
@@ -15,11 +15,18 @@ from sqlalchemy.orm import Session
 
 from app.billing.models import UsageEvent
 from app.billing.quota import month_of
-from app.chat.models import Run
 
 if TYPE_CHECKING:
     from app.config import Settings
-    from app.db import Database
+
+
+class MeteredRun(Protocol):
+    """What metering reads of a run (app.chat.models.Run is one)."""
+
+    id: int
+    user_id: int
+    conversation_id: int
+    turn_index: int
 
 
 # Built once per dialect (composing it on every run cost more than running it): the
@@ -46,26 +53,10 @@ def run_credits(settings: Settings, billable_tool_calls: int) -> int:
 
 
 def record_run_usage(
-    database_or_session: Database | Session,
-    settings: Settings,
-    run_id: int,
-    billable_tool_calls: int,
+    session: Session, settings: Settings, run: MeteredRun, billable_tool_calls: int
 ) -> bool:
-    """Write the run's usage event. False when it was already written (or the run is
-    gone). Given a Database it commits its own short transaction; given a Session the
-    caller commits."""
-    if isinstance(database_or_session, Session):
-        return _record(database_or_session, settings, run_id, billable_tool_calls)
-    with database_or_session.session() as session:
-        written = _record(session, settings, run_id, billable_tool_calls)
-        session.commit()
-        return written
-
-
-def _record(session: Session, settings: Settings, run_id: int, billable_tool_calls: int) -> bool:
-    run = session.get(Run, run_id)
-    if run is None:
-        return False
+    """Write the run's usage event in the caller's transaction (the caller commits).
+    False when it was already written."""
     values = {
         "idempotency_key": usage_key(run.conversation_id, run.turn_index),
         "user_id": run.user_id,

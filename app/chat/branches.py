@@ -24,7 +24,11 @@ from sqlalchemy import func, literal, select
 from sqlalchemy.orm import Session, aliased
 
 from app.chat.conversations import row_dict
-from app.chat.models import Conversation, Message
+from app.chat.models import (
+    Conversation,
+    Message,
+    RowKind,
+)
 
 NEVER_BRANCHED = "0"
 
@@ -167,7 +171,7 @@ class Tree:
     def nearest_user_row(self, sequence: int) -> Message | None:
         """The person's message a row answers: the nearest typed message above it."""
         for row in reversed(self.path(sequence)):
-            if row.kind == "user" and row.role == "user" and row.sequence != sequence:
+            if row.kind == RowKind.USER and row.role == "user" and row.sequence != sequence:
                 return row
         return None
 

@@ -13,7 +13,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from app.chat.branches import branch_rows
-from app.chat.models import Conversation, Message
+from app.chat.models import Conversation, Message, RowKind
 from app.chat.rows import insert_message
 from app.llm.budget import (
     estimate_blocks,
@@ -61,7 +61,7 @@ def choose_cut(rows: list[Message], recent_budget: int) -> int | None:
         if total > recent_budget:
             break
         start = index
-    clean = [i for i, row in enumerate(rows) if row.kind == "user" and row.role == "user"]
+    clean = [i for i, row in enumerate(rows) if row.kind == RowKind.USER and row.role == "user"]
     candidates = [i for i in clean if i >= start] or clean[-1:]
     if not candidates or candidates[0] == 0:
         return None
@@ -89,8 +89,8 @@ def _row_line(row: Message) -> str | None:
         return None
     speaker = (
         "Person"
-        if row.role == "user" and row.kind == "user"
-        else ("Tool" if row.kind == "tool_result" else "Assistant")
+        if row.role == "user" and row.kind == RowKind.USER
+        else ("Tool" if row.kind == RowKind.TOOL_RESULT else "Assistant")
     )
     return f"{speaker}: " + "\n".join(parts)
 
@@ -175,7 +175,7 @@ def save_summary(
         session,
         conversation_id,
         role="assistant",
-        kind="notice",
+        kind=RowKind.NOTICE,
         content=NOTICE,
         meta={"summary": summary, "summarizedUpTo": covered_now},
     )

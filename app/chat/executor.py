@@ -7,7 +7,7 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
-from app.services import Services
+from app.chat.run_services import RunServices
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +19,7 @@ class RunExecutor(Protocol):
 
 
 class ThreadExecutor:
-    def __init__(self, services: Services, max_workers: int):
+    def __init__(self, services: RunServices, max_workers: int):
         self.services = services
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="run")
         self.futures: dict[int, Future] = {}
@@ -40,7 +40,7 @@ class ThreadExecutor:
         self.pool.shutdown(wait=True, cancel_futures=False)
 
 
-def make_executor(services: Services) -> RunExecutor:
+def make_executor(services: RunServices) -> RunExecutor:
     if services.settings.run_executor == "dramatiq":
         from app.chat.worker import DramatiqExecutor
 

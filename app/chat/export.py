@@ -16,7 +16,12 @@ from sqlalchemy.orm import Session
 
 from app.chat.branches import shown_rows
 from app.chat.conversations import conversation_dict
-from app.chat.models import Conversation
+from app.chat.models import (
+    CardStatus,
+    Conversation,
+    RowKind,
+)
+from app.chat.shapes import is_confirmation
 from app.workspace.models import Attachment
 
 FORMATS = ("md", "json")
@@ -52,7 +57,7 @@ def export_conversation(session: Session, conversation: Conversation) -> Convers
         .where(Attachment.conversation_id == conversation.id)
         .order_by(Attachment.id)
     ).all()
-    person_rows = [row["sequence"] for row in rows if row["kind"] == "user"]
+    person_rows = [row["sequence"] for row in rows if row["kind"] == RowKind.USER]
     return ConversationExport(
         conversation_dict(conversation),
         rows,
@@ -75,7 +80,7 @@ def _attachment_dict(attachment: Attachment, person_rows: list[int]) -> dict:
 
 def _row_markdown(row: dict, card_summary: CardSummary) -> list[str]:
     when = row["created_at"].replace("T", " ")[:16] + " UTC"
-    who = "You" if row["kind"] == "user" else "Loopdesk"
+    who = "You" if row["kind"] == RowKind.USER else "Loopdesk"
     lines = [f"## {who} · {when}", ""]
     if row.get("content"):
         lines.extend([row["content"], ""])
@@ -90,7 +95,7 @@ def _row_markdown(row: dict, card_summary: CardSummary) -> list[str]:
 
 def _card_markdown(card: dict, card_summary: CardSummary) -> list[str]:
     lines = [f"> **{card.get('title') or 'A question for you'}**"]
-    if card.get("kind") == "confirmation":
+    if is_confirmation(card):
         answer = card.get("answer") or {}
         lines.append(">")
         lines.append(f"> {card.get('reason', '')}".rstrip())
@@ -100,9 +105,9 @@ def _card_markdown(card: dict, card_summary: CardSummary) -> list[str]:
     for item in card_summary(card):
         answers = ", ".join(item["answers"]) or "No answer"
         lines.append(f"> - {item['title']}: {answers}")
-    if card.get("status") == "awaiting":
+    if card.get("status") == CardStatus.AWAITING:
         lines.append("> - (waiting for an answer)")
-    elif card.get("status") == "dismissed":
+    elif card.get("status") == CardStatus.DISMISSED:
         lines.append("> - (skipped)")
     lines.append("")
     return lines

@@ -24,7 +24,11 @@ from typing import Any
 from sqlalchemy import select, update
 
 from app import events as ev
-from app.chat.models import RUN_CANCELLED, Conversation, Run
+from app.chat.models import (
+    Conversation,
+    Run,
+    RunStatus,
+)
 from app.db import utcnow
 
 log = logging.getLogger(__name__)
@@ -207,7 +211,7 @@ class LivenessMonitor:
             )
             session.commit()
         for run_id in run_ids:
-            if statuses.get(run_id, RUN_CANCELLED) == RUN_CANCELLED:
+            if statuses.get(run_id, RunStatus.CANCELLED) == RunStatus.CANCELLED:
                 self.cancellations.add(run_id)
 
     def beat(self, watches: list[StreamWatch]) -> None:

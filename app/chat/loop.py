@@ -20,24 +20,20 @@ from app.chat.context_window import HostRequestBuilder, PreparedRequest
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.liveness import StreamWatch
 from app.chat.models import (
-    RUN_AWAITING,
-    RUN_CANCELLED,
-    RUN_COMPLETED,
-    RUN_ERROR,
-    RUN_RUNNING,
     Conversation,
     Message,
+    RowKind,
     Run,
+    RunStatus,
 )
-from app.chat.provenance import stamped
-from app.chat.rows import insert_message, insert_tool_result
-from app.chat.run_log import RunLog, elapsed_ms
+from app.chat.rows import insert_message
+from app.chat.run_log import RunLog
+from app.chat.run_services import RunServices
 from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
-from app.chat.search import index_row
 from app.chat.steps import RunSteps
-from app.chat.taint import held_for_approval, typed_urls, untrusted_sources
+from app.chat.taint import typed_urls, untrusted_sources
 from app.chat.titles import propose_title
-from app.chat.toolset import switch_phase, widen_to_build
+from app.chat.tool_calls import ToolCalls
 from app.db import utcnow
 from app.llm.client import (
     AssistantTurn,
@@ -48,25 +44,17 @@ from app.llm.client import (
     StreamCancelled,
 )
 from app.llm.errors import error_detail, plain_reason, redact
-from app.services import Services
-from app.tools.context import ToolContext
-from app.tools.invoke import invoke
 from app.tools.registry import Tool
-from app.tools.results import Pause, ToolResult
+from app.tools.results import ToolResult
 
 log = logging.getLogger(__name__)
-
-ONE_QUESTION = (
-    "Only one question can be asked at a time; this one was not shown. "
-    "Ask it again after the person answers."
-)
 
 
 class RunCancelled(Exception):
     pass
 
 
-def execute_run(services: Services, run_id: int) -> str | None:
+def execute_run(services: RunServices, run_id: int) -> str | None:
     """Claim the run and drive it to a final status. A run already claimed or finished
     (a duplicate delivery) is left alone and None is returned."""
     with services.database.session() as session:
@@ -82,8 +70,8 @@ def execute_run(services: Services, run_id: int) -> str | None:
     return host.run()
 
 
-class HostLoop:
-    def __init__(self, services: Services, run_id: int, conversation_id: int, user_id: int):
+class HostLoop(ToolCalls):
+    def __init__(self, services: RunServices, run_id: int, conversation_id: int, user_id: int):
         self.services = services
         self.settings = services.settings
         self.run_id = run_id
@@ -150,7 +138,7 @@ class HostLoop:
         try:
             status = self._loop()
         except (RunCancelled, StreamCancelled):
-            status = RUN_CANCELLED
+            status = RunStatus.CANCELLED
         except StreamAborted as aborted:
             status = self._fail(aborted.reason, _aborted_text(aborted.reason))
         except ModelError as error:
@@ -164,7 +152,7 @@ class HostLoop:
             if self.deleted():
                 # Its conversation was deleted under it (a write of the run found it gone):
                 # a cancellation, not a failure.
-                status = RUN_CANCELLED
+                status = RunStatus.CANCELLED
             else:
                 log.exception("run %s failed", self.run_id)
                 self.run_log.exception()
@@ -194,7 +182,7 @@ class HostLoop:
         self.run_log.flush()
         if changed is not None:
             self.services.hub.publish_user(self.user_id, changed)
-        if status in (RUN_COMPLETED, RUN_AWAITING):
+        if status in (RunStatus.COMPLETED, RunStatus.AWAITING):
             # After the chat's first exchange the fast model names it (app/chat/titles.py);
             # the run has ended and no transaction is open.
             propose_title(self.services, self.conversation_id, self.user_id)
@@ -213,16 +201,16 @@ class HostLoop:
             row = self.persist_assistant_turn(turn)
             if not turn.tool_uses:
                 self.close_presenting(presenting)
-                return RUN_COMPLETED
+                return RunStatus.COMPLETED
             if self.run_tools(turn, row):
                 self.close_presenting(presenting)
-                return RUN_AWAITING
+                return RunStatus.AWAITING
             presenting = True
         # The cap: one last call that may not use tools, so the person always gets a sentence.
         turn = self.model_step(tool_choice={"type": "none"}, presenting=presenting, wrap_up=True)
         self.persist_assistant_turn(_without_tool_uses(turn), final=True)
         self.close_presenting(presenting)
-        return RUN_COMPLETED
+        return RunStatus.COMPLETED
 
     # -- one model call -----------------------------------------------------------------
 
@@ -297,11 +285,11 @@ class HostLoop:
                 session,
                 self.conversation_id,
                 role="assistant",
-                kind="host",
+                kind=RowKind.HOST,
                 content=text,
                 meta=meta,
             )
-            self._touch(session)
+            self.touch_conversation(session)
             self.ensure_running(session)
             self.run_log.write(session)
             session.commit()
@@ -310,232 +298,6 @@ class HostLoop:
         if not row.hidden:
             self.emit(ev.RowPersisted(row_dict(row), self.run_id))
         return row
-
-    def persist_tool_result(
-        self,
-        session,
-        tool_use: dict,
-        tool_name: str,
-        result: ToolResult,
-        untrusted: list[dict[str, Any]] | None = None,
-    ) -> list[Message]:
-        """The hidden result row the model reads, plus any rows shown to the person."""
-        rows = [
-            insert_message(
-                session,
-                self.conversation_id,
-                role="assistant",
-                kind=visible["kind"],
-                content=visible.get("content", ""),
-                meta=visible.get("meta", {}),
-            )
-            for visible in result.visible_rows
-        ]
-        rows.append(
-            insert_tool_result(
-                session,
-                self.conversation_id,
-                tool_use["id"],
-                tool_name,
-                result.content,
-                is_error=result.is_error,
-                untrusted=untrusted,
-            )
-        )
-        return rows
-
-    # -- tools --------------------------------------------------------------------------
-
-    def run_tools(self, turn: AssistantTurn, assistant_row: Message) -> bool:
-        """Run every tool call of the turn; at most one of them may ask the person (a UI
-        tool, or a call held for confirmation), and that one is asked last. True when
-        the run pauses on it."""
-        question: tuple[dict, Tool, Pause | None] | None = None
-        for tool_use in turn.tool_uses:
-            self.check_cancelled()
-            tool = self.services.tools.get(tool_use["name"])
-            if tool is not None and tool.category == "ui":
-                held: Pause | None = None
-            else:
-                held = self.call_tool(tool_use, tool)
-                if held is None:
-                    continue
-            if question is None:
-                question = (tool_use, tool, held)
-                continue
-            self.record_result(tool_use, tool.name, ToolResult(ONE_QUESTION, is_error=True))
-        if question is None:
-            return False
-        return self.ask(*question, assistant_row=assistant_row)
-
-    def call_tool(self, tool_use: dict, tool: Tool | None) -> Pause | None:
-        """Run one call and persist its result; a call that must be confirmed first comes
-        back as its confirmation card instead."""
-        name = tool_use["name"]
-        if tool is None:
-            self.record_result(tool_use, name, ToolResult(f"There is no tool named {name}.", True))
-            return None
-        checked = tool.checked_input(tool_use.get("input"))
-        if checked.problem:
-            self.record_result(tool_use, name, ToolResult(checked.problem, True), checked.coerced)
-            return None
-        if self.tainted:
-            held = held_for_approval(tool, checked.arguments, self.typed_urls)
-            if held is not None:
-                return held
-        stage = "resolving_context" if tool.category == "read" else None
-        if stage:
-            self.emit(ev.Timeline(self.run_id, stage, "started", detail=name))
-        started = time.monotonic()
-        with self.services.database.session() as session:
-            context = self.tool_context(session, tool_use)
-            with stamped(session, context):
-                outcome = invoke(tool, context, checked.arguments)
-            if tool.phase == "build" and not (isinstance(outcome, ToolResult) and outcome.is_error):
-                widen_to_build(session, self.conversation_id)
-            if isinstance(outcome, Pause):
-                session.commit()
-                return outcome
-            # The tool's own writes and its result rows commit together.
-            untrusted = self.read_untrusted(tool, outcome, context)
-            rows = self.persist_tool_result(session, tool_use, name, outcome, untrusted)
-            self._touch(session)
-            self.ensure_running(session)
-            session.commit()
-        self.log_tool_call(tool_use, name, checked.arguments, outcome, started, checked.coerced)
-        if tool.billable and not outcome.is_error:
-            self.billable_calls += 1
-        if stage:
-            self.emit(ev.Timeline(self.run_id, stage, "done", detail=name))
-        self.emit_visible(rows)
-        return None
-
-    def record_result(
-        self, tool_use: dict, name: str, result: ToolResult, coerced: tuple[str, ...] = ()
-    ) -> None:
-        with self.services.database.session() as session:
-            self.persist_tool_result(session, tool_use, name, result)
-            self.ensure_running(session)
-            session.commit()
-        self.log_tool_call(tool_use, name, tool_use.get("input"), result, time.monotonic(), coerced)
-
-    def log_tool_call(
-        self,
-        tool_use: dict,
-        name: str,
-        arguments: Any,
-        result: ToolResult,
-        started: float,
-        coerced: tuple[str, ...] = (),
-    ) -> None:
-        self.run_log.tool_call(
-            name,
-            tool_use["id"],
-            arguments,
-            result.content,
-            result.is_error,
-            elapsed_ms(started),
-            coerced=coerced,
-        )
-        self.steps.tool_call(name, result, elapsed_ms(started))
-
-    def ask(self, tool_use: dict, tool: Tool, held: Pause | None, assistant_row: Message) -> bool:
-        """Show the card and pause: a UI tool's question, or a held call's confirmation.
-        A tool that cannot ask (bad input, nothing to choose from) answers the model with
-        an error instead, and the loop goes on."""
-        started = time.monotonic()
-        coerced: tuple[str, ...] = ()
-        with self.services.database.session() as session:
-            outcome: ToolResult | Pause | None = held
-            if outcome is None:
-                checked = tool.checked_input(tool_use.get("input"))
-                coerced = checked.coerced
-                if checked.problem:
-                    outcome = ToolResult(checked.problem, is_error=True)
-                else:
-                    context = self.tool_context(session, tool_use)
-                    outcome = invoke(tool, context, checked.arguments)
-            if not isinstance(outcome, Pause):
-                if not outcome.is_error:
-                    outcome = ToolResult(f"{tool.name} did not produce a question.", True)
-                self.persist_tool_result(session, tool_use, tool.name, outcome)
-                session.commit()
-                self.log_tool_call(
-                    tool_use, tool.name, tool_use.get("input"), outcome, started, coerced
-                )
-                return False
-            card = {
-                **outcome.card,
-                "toolUseId": tool_use["id"],
-                "tool": tool.name,
-                "status": "awaiting",
-            }
-            row = session.get(Message, assistant_row.id)
-            row.kind = "card"
-            row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
-            index_row(session, row)  # shown from now on
-            self._touch(session)
-            self.ensure_running(session)
-            session.commit()
-        asked = ToolResult({"card shown": card})
-        self.log_tool_call(tool_use, tool.name, tool_use.get("input"), asked, started, coerced)
-        self.emit(ev.ToolCallCard(self.run_id, tool_use["id"], tool.name, card))
-        self.emit(ev.RowPersisted(row_dict(row), self.run_id))
-        return True
-
-    def settle_approved_call(self) -> bool:
-        """A confirmation the person approved runs now, with the exact arguments on the
-        card, exactly once: whatever the outcome (a failure is an error result), the card
-        is marked executed in the transaction that writes its result."""
-        started = time.monotonic()
-        with self.services.database.session() as session:
-            row = awaiting_approval(session, self.conversation_id)
-            if row is None:
-                return False
-            card = row.meta["card"]
-            tool = self.services.tools.get(card["tool"])
-            tool_use = {"id": card["toolUseId"], "name": card["tool"]}
-            if tool is None:
-                result = ToolResult(
-                    f"The approved action {card['tool']} is no longer available here, so it "
-                    "was not carried out. Tell the person.",
-                    is_error=True,
-                )
-            else:
-                context = self.tool_context(session, tool_use)
-                with stamped(session, context):
-                    outcome = invoke(tool, context, card["arguments"], approved=True)
-                result = outcome if isinstance(outcome, ToolResult) else _as_result(outcome)
-            untrusted = self.read_untrusted(tool, result, None if tool is None else context)
-            row = session.get(Message, row.id)
-            row.meta = {**row.meta, "card": {**row.meta["card"], "executed": True}}
-            rows = self.persist_tool_result(session, tool_use, card["tool"], result, untrusted)
-            self.ensure_running(session)
-            session.commit()
-        self.log_tool_call(tool_use, card["tool"], card["arguments"], result, started)
-        if tool is not None and tool.billable and not result.is_error:
-            self.billable_calls += 1
-        self.emit_visible(rows)
-        return True
-
-    def emit_visible(self, rows: list[Message]) -> None:
-        for row in rows:
-            if not row.hidden:
-                self.emit(ev.RowPersisted(row_dict(row), self.run_id))
-
-    def tool_context(self, session, tool_use: dict) -> ToolContext:
-        return ToolContext(
-            session=session,
-            user_id=self.user_id,
-            conversation_id=self.conversation_id,
-            run_id=self.run_id,
-            services=self.services,
-            emit=self.emit,
-            tool_use_id=tool_use["id"],
-            should_stop=self.is_cancelled,
-            untrusted_sources=list(self.sources),
-            switch_phase=lambda phase: switch_phase(session, self.conversation_id, phase),
-        )
 
     def restore_unanswered_fork(self) -> None:
         """A regenerate stopped before its first row shows the older answer again."""
@@ -592,7 +354,7 @@ class HostLoop:
         """Last step before a write of the run commits (its conversation is locked by
         then): a run stopped, reclaimed or deleted meanwhile writes nothing more. Stop kept
         what the person saw in the transaction that cancelled the run (app.chat.stop)."""
-        if run_status(session, self.run_id) != RUN_RUNNING:
+        if run_status(session, self.run_id) != RunStatus.RUNNING:
             session.rollback()
             raise RunCancelled()
 
@@ -614,7 +376,7 @@ class HostLoop:
             self.run_log.write(session)
             session.commit()
 
-    def _touch(self, session) -> None:
+    def touch_conversation(self, session) -> None:
         session.execute(
             update(Conversation)
             .where(Conversation.id == self.conversation_id)
@@ -626,16 +388,21 @@ class HostLoop:
         own). Metering trouble is logged and never fails a run the person already has."""
         try:
             if session is None:
-                record_run_usage(
-                    self.services.database, self.settings, self.run_id, self.billable_calls
-                )
+                with self.services.database.session() as own:
+                    self._record_usage(own)
+                    own.commit()
                 return
             with session.begin_nested():
-                record_run_usage(session, self.settings, self.run_id, self.billable_calls)
+                self._record_usage(session)
         except Exception:
             log.exception("run %s: usage could not be metered", self.run_id)
 
-    def _finish(self, status: str) -> tuple[str, ev.ConversationChanged | None]:
+    def _record_usage(self, session) -> None:
+        run = session.get(Run, self.run_id)
+        if run is not None:  # gone with its conversation: nothing to meter
+            record_run_usage(session, self.settings, run, self.billable_calls)
+
+    def _finish(self, status: RunStatus) -> tuple[RunStatus, ev.ConversationChanged | None]:
         """The final status, the usage event, the log so far and the conversation as the
         list shows it: one transaction."""
         with self.services.database.session() as session:
@@ -665,29 +432,21 @@ class HostLoop:
         self.run_log.error(code, message)
         with self.services.database.session() as session:
             # Stopped, or deleted with its conversation (no row to show the error in).
-            if run_status(session, self.run_id) in (RUN_CANCELLED, None):
-                return RUN_CANCELLED
+            if run_status(session, self.run_id) in (RunStatus.CANCELLED, None):
+                return RunStatus.CANCELLED
             row = insert_message(
                 session,
                 self.conversation_id,
                 role="assistant",
-                kind="error",
+                kind=RowKind.ERROR,
                 content=message,
                 meta={"code": code},
             )
-            finish_run(session, self.run_id, RUN_ERROR, error=f"{code}: {message}")
+            finish_run(session, self.run_id, RunStatus.ERROR, error=f"{code}: {message}")
             session.commit()
         self.emit(ev.RowPersisted(row_dict(row), self.run_id))
         self.emit(ev.RunError(code, message, self.run_id))
-        return RUN_ERROR
-
-
-def _as_result(value: Any) -> ToolResult:
-    if isinstance(value, ToolResult):
-        return value
-    if isinstance(value, Pause):
-        return ToolResult("This tool can only be used as a question card.", is_error=True)
-    return ToolResult(value)
+        return RunStatus.ERROR
 
 
 def _without_tool_uses(turn: AssistantTurn) -> AssistantTurn:

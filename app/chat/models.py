@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, event, text
@@ -11,15 +12,55 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.chat import search_index
 from app.db import NEVER_REUSED_IDS, Base, utcnow
 
-IDLE, STREAMING, ERROR = "IDLE", "STREAMING", "ERROR"
-CONVERSATION_STATUSES = (IDLE, STREAMING, ERROR)
 
-RUN_QUEUED, RUN_RUNNING, RUN_AWAITING = "queued", "running", "awaiting"
-RUN_COMPLETED, RUN_ERROR, RUN_CANCELLED = "completed", "error", "cancelled"
-ACTIVE_RUN_STATUSES = (RUN_QUEUED, RUN_RUNNING)
-FINISHED_RUN_STATUSES = (RUN_AWAITING, RUN_COMPLETED, RUN_ERROR, RUN_CANCELLED)
+class ConversationStatus(StrEnum):
+    """Stored as these strings and sent on the wire as they are (a StrEnum is its str)."""
 
-ROW_KINDS = ("user", "host", "agent_output", "card", "error", "notice")
+    IDLE = "IDLE"
+    STREAMING = "STREAMING"
+    ERROR = "ERROR"
+
+
+# The short names app/web and the tests import today.
+IDLE, STREAMING, ERROR = ConversationStatus
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING = "awaiting"  # a card waits for the person's answer
+    COMPLETED = "completed"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+FINISHED_RUN_STATUSES = (
+    RunStatus.AWAITING,
+    RunStatus.COMPLETED,
+    RunStatus.ERROR,
+    RunStatus.CANCELLED,
+)
+
+
+class RowKind(StrEnum):
+    """What a message row is (its `kind` column)."""
+
+    USER = "user"  # what the person typed
+    HOST = "host"  # the host model's text (and its tool calls, in meta blocks)
+    TOOL_RESULT = "tool_result"  # hidden: a tool's answer, as the model reads it
+    CARD = "card"  # a question card or a confirmation (meta "card")
+    AGENT_OUTPUT = "agent_output"  # an agent's structured output (meta "agentOutput")
+    IMAGE = "image"  # a generated image
+    ERROR = "error"  # the run failed; the person is told why
+    NOTICE = "notice"  # a note about the chat itself (stopped, compacted)
+
+
+class CardStatus(StrEnum):
+    AWAITING = "awaiting"
+    ANSWERED = "answered"
+    DISMISSED = "dismissed"
+
 
 # Where a conversation's title came from: the placeholder, the first words of the first
 # message, the fast model (after the first exchange), or the person (never replaced).
@@ -36,7 +77,7 @@ class Conversation(Base):
     title_source: Mapped[str] = mapped_column(
         String(16), default=TITLE_DEFAULT, server_default=TITLE_DEFAULT
     )
-    status: Mapped[str] = mapped_column(String(16), default=IDLE)
+    status: Mapped[str] = mapped_column(String(16), default=ConversationStatus.IDLE)
     active_run_id: Mapped[int | None]
     tool_phase: Mapped[str] = mapped_column(String(16), default="discovery")
     summary: Mapped[str | None] = mapped_column(Text)
@@ -95,7 +136,7 @@ class Run(Base):
         ForeignKey("conversations.id", ondelete="CASCADE"), index=True
     )
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    status: Mapped[str] = mapped_column(String(16), default=RUN_QUEUED)
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED)
     trigger: Mapped[str] = mapped_column(String(16), default="message")
     iterations: Mapped[int] = mapped_column(default=0)
     # The how-many-th run of its conversation (0-based): the metering key's turn index.

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, case, func, insert, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
-from app.chat.models import Conversation, Message
+from app.chat.models import Conversation, Message, RowKind
 from app.chat.search import index_row
 from app.db import utcnow
 from app.llm.budget import estimate_blocks
@@ -125,7 +125,9 @@ def insert_tool_result(
     meta: dict[str, Any] = {"blocks": [block], "hidden": True, "tool": tool_name}
     if untrusted:
         meta["untrusted"] = untrusted
-    return insert_message(session, conversation_id, role="user", kind="tool_result", meta=meta)
+    return insert_message(
+        session, conversation_id, role="user", kind=RowKind.TOOL_RESULT, meta=meta
+    )
 
 
 def result_text(content: Any) -> str:
@@ -144,14 +146,3 @@ def _persistent_row(session: Session, values: dict[str, Any]) -> Message:
     make_transient_to_detached(row)
     session.add(row)
     return row
-
-
-def rows_after(session: Session, conversation_id: int, after: int = 0, *, include_hidden=False):
-    """Rows with a sequence above `after`, in order."""
-    query = (
-        select(Message)
-        .where(Message.conversation_id == conversation_id, Message.sequence > after)
-        .order_by(Message.sequence)
-    )
-    rows = session.scalars(query).all()
-    return rows if include_hidden else [row for row in rows if not row.hidden]

@@ -9,17 +9,15 @@ from sqlalchemy.orm import Session
 
 from app.chat.models import (
     ACTIVE_RUN_STATUSES,
-    ERROR,
-    IDLE,
-    RUN_CANCELLED,
-    RUN_ERROR,
-    RUN_QUEUED,
-    RUN_RUNNING,
-    STREAMING,
+    CardStatus,
     Conversation,
+    ConversationStatus,
     Message,
+    RowKind,
     Run,
+    RunStatus,
 )
+from app.chat.shapes import is_confirmation
 from app.db import utcnow
 
 
@@ -51,7 +49,7 @@ def start_run(session: Session, conversation: Conversation, trigger: str) -> Run
     run = Run(
         conversation_id=conversation.id,
         user_id=conversation.user_id,
-        status=RUN_QUEUED,
+        status=RunStatus.QUEUED,
         trigger=trigger,
         turn_index=turn_index,
     )
@@ -63,7 +61,7 @@ def start_run(session: Session, conversation: Conversation, trigger: str) -> Run
         session.flush()
     except IntegrityError as error:
         raise RunConflict() from error
-    conversation.status = STREAMING
+    conversation.status = ConversationStatus.STREAMING
     conversation.active_run_id = run.id
     conversation.touch()
     return run
@@ -75,24 +73,28 @@ def claim_run(session: Session, run_id: int) -> tuple[int, int] | None:
     now = utcnow()
     claimed = session.execute(
         update(Run)
-        .where(Run.id == run_id, Run.status == RUN_QUEUED)
-        .values(status=RUN_RUNNING, started_at=now, heartbeat_at=now)
+        .where(Run.id == run_id, Run.status == RunStatus.QUEUED)
+        .values(status=RunStatus.RUNNING, started_at=now, heartbeat_at=now)
         .returning(Run.conversation_id, Run.user_id)
     ).first()
     return None if claimed is None else (claimed.conversation_id, claimed.user_id)
 
 
-def finish_run(session: Session, run_id: int, status: str, error: str | None = None) -> bool:
+def finish_run(session: Session, run_id: int, status: RunStatus, error: str | None = None) -> bool:
     """running → a final status; the conversation becomes usable again. False when the
     run was already finished elsewhere (cancelled, or reclaimed as stale)."""
     result = session.execute(
         update(Run)
-        .where(Run.id == run_id, Run.status == RUN_RUNNING)
+        .where(Run.id == run_id, Run.status == RunStatus.RUNNING)
         .values(status=status, finished_at=utcnow(), error=error)
     )
     if result.rowcount != 1:
         return False
-    _release_conversation(session, run_id, ERROR if status == RUN_ERROR else IDLE)
+    _release_conversation(
+        session,
+        run_id,
+        ConversationStatus.ERROR if status == RunStatus.ERROR else ConversationStatus.IDLE,
+    )
     return True
 
 
@@ -103,15 +105,15 @@ def cancel_active_run(session: Session, conversation_id: int) -> Run | None:
     result = session.execute(
         update(Run)
         .where(Run.id == run.id, Run.status.in_(ACTIVE_RUN_STATUSES))
-        .values(status=RUN_CANCELLED, finished_at=utcnow(), error="Stopped by the person.")
+        .values(status=RunStatus.CANCELLED, finished_at=utcnow(), error="Stopped by the person.")
     )
     if result.rowcount != 1:
         return None
-    _release_conversation(session, run.id, IDLE)
+    _release_conversation(session, run.id, ConversationStatus.IDLE)
     return run
 
 
-def _release_conversation(session: Session, run_id: int, status: str) -> None:
+def _release_conversation(session: Session, run_id: int, status: ConversationStatus) -> None:
     session.execute(
         update(Conversation)
         .where(Conversation.active_run_id == run_id)
@@ -127,11 +129,11 @@ def awaiting_card(session: Session, conversation_id: int) -> Message | None:
     """The card row still waiting for an answer, if any (only the latest card can be)."""
     row = session.scalar(
         select(Message)
-        .where(Message.conversation_id == conversation_id, Message.kind == "card")
+        .where(Message.conversation_id == conversation_id, Message.kind == RowKind.CARD)
         .order_by(Message.sequence.desc())
         .limit(1)
     )
-    if row is None or row.meta.get("card", {}).get("status") != "awaiting":
+    if row is None or row.meta.get("card", {}).get("status") != CardStatus.AWAITING:
         return None
     return row
 
@@ -140,11 +142,11 @@ def awaiting_approval(session: Session, conversation_id: int) -> Message | None:
     """The latest card, when it is a confirmation approved but not yet carried out."""
     row = session.scalar(
         select(Message)
-        .where(Message.conversation_id == conversation_id, Message.kind == "card")
+        .where(Message.conversation_id == conversation_id, Message.kind == RowKind.CARD)
         .order_by(Message.sequence.desc())
         .limit(1)
     )
     card = row.meta.get("card", {}) if row is not None else {}
-    if card.get("kind") == "confirmation" and card.get("executed") is False:
+    if is_confirmation(card) and card.get("executed") is False:
         return row
     return None

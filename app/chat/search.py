@@ -17,7 +17,11 @@ from typing import Any
 from sqlalchemy import DateTime, select, text
 from sqlalchemy.orm import Session
 
-from app.chat.models import Conversation, Message
+from app.chat.models import (
+    Conversation,
+    Message,
+    RowKind,
+)
 from app.chat.search_index import POSTGRES_CONFIG, TABLE
 
 MAX_TERMS = 8
@@ -91,9 +95,9 @@ def searchable_text(kind: str, content: str, meta: dict[str, Any]) -> str:
     """What a person would search a row by: its text, a card's questions and answer, an
     agent output's fields."""
     parts = [content or ""]
-    if kind == "card" and "card" in meta:
+    if kind == RowKind.CARD and "card" in meta:
         parts.extend(_strings(meta["card"]))
-    if kind == "agent_output" and "agentOutput" in meta:
+    if kind == RowKind.AGENT_OUTPUT and "agentOutput" in meta:
         parts.extend(_strings(meta["agentOutput"]))
     return "\n".join(part for part in parts if part.strip())[:MAX_INDEXED_CHARS]
 

@@ -19,11 +19,11 @@ from app import events as ev
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.models import (
     ACTIVE_RUN_STATUSES,
-    IDLE,
-    RUN_ERROR,
-    STREAMING,
     Conversation,
+    ConversationStatus,
+    RowKind,
     Run,
+    RunStatus,
 )
 from app.chat.rows import insert_message
 from app.db import utcnow
@@ -55,7 +55,9 @@ def reclaim_run(session: Session, run: Run) -> Reclaimed | None:
     result = session.execute(
         update(Run)
         .where(Run.id == run.id, Run.status.in_(ACTIVE_RUN_STATUSES))
-        .values(status=RUN_ERROR, finished_at=utcnow(), error="interrupted: heartbeat stopped")
+        .values(
+            status=RunStatus.ERROR, finished_at=utcnow(), error="interrupted: heartbeat stopped"
+        )
     )
     if result.rowcount != 1:
         return None
@@ -70,14 +72,14 @@ def reclaim_run(session: Session, run: Run) -> Reclaimed | None:
         session,
         run.conversation_id,
         role="assistant",
-        kind="error",
+        kind=RowKind.ERROR,
         content=INTERRUPTED,
         meta={"code": "interrupted"},
     )
     session.execute(
         update(Conversation)
         .where(Conversation.id == run.conversation_id)
-        .values(status=IDLE, active_run_id=None, updated_at=utcnow())
+        .values(status=ConversationStatus.IDLE, active_run_id=None, updated_at=utcnow())
     )
     conversation = session.get(Conversation, run.conversation_id)
     return Reclaimed(
@@ -103,10 +105,10 @@ def release_orphans(session: Session, conversation_id: int | None = None) -> int
     query = (
         update(Conversation)
         .where(
-            Conversation.status == STREAMING,
+            Conversation.status == ConversationStatus.STREAMING,
             or_(Conversation.active_run_id.is_(None), ~active.exists()),
         )
-        .values(status=IDLE, active_run_id=None)
+        .values(status=ConversationStatus.IDLE, active_run_id=None)
     )
     if conversation_id is not None:
         query = query.where(Conversation.id == conversation_id)
@@ -117,7 +119,7 @@ def announce(hub, reclaimed: list[Reclaimed]) -> None:
     """Open pages see the interrupted row, the live area close and the composer free up."""
     for item in reclaimed:
         hub.publish(item.conversation_id, ev.RowPersisted(item.row, item.run_id))
-        hub.publish(item.conversation_id, ev.Done(item.run_id, RUN_ERROR))
+        hub.publish(item.conversation_id, ev.Done(item.run_id, RunStatus.ERROR))
         hub.publish_user(item.user_id, ev.ConversationChanged(item.conversation))
 
 

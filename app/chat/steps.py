@@ -19,13 +19,17 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.chat.models import Message
+from app.chat.models import (
+    Message,
+    RowKind,
+)
 from app.chat.runs import lock_conversation
+from app.chat.shapes import Step, StepsSummary, is_confirmation
 from app.tools.registry import ToolRegistry
 from app.tools.results import ToolResult
 
 # The rows a run shows that can carry its summary (not notices, not the person's rows).
-ANCHOR_KINDS = ("host", "card", "agent_output", "error")
+ANCHOR_KINDS = (RowKind.HOST, RowKind.CARD, RowKind.AGENT_OUTPUT, RowKind.ERROR)
 
 
 class RunSteps:
@@ -33,7 +37,7 @@ class RunSteps:
         self.run_id = run_id
         self.tools = tools
         self.started = time.monotonic()
-        self.items: list[dict[str, Any]] = []
+        self.items: list[Step] = []
         self.anchor_id: int | None = None
         self.kept = False
 
@@ -44,10 +48,10 @@ class RunSteps:
     def tool_call(self, name: str, result: ToolResult, ms: int) -> None:
         tool = self.tools.get(name)
         label = tool.step_label if tool is not None else f"Tried a tool named {name}"
-        step: dict[str, Any] = {"tool": name, "label": label, "ms": ms, "ok": not result.is_error}
+        step = Step(tool=name, label=label, ms=ms, ok=not result.is_error)
         content = result.content
         card = content.get("card shown") if isinstance(content, dict) else None
-        if isinstance(card, dict) and card.get("kind") == "confirmation":
+        if is_confirmation(card):
             step["label"] = f"Asked you to confirm: {label[:1].lower()}{label[1:]}"
         for row in result.visible_rows:
             shown = (row.get("meta") or {}).get("agentOutput") or {}
@@ -56,12 +60,12 @@ class RunSteps:
                     step[key] = shown[key]
         self.items.append(step)
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "runId": self.run_id,
-            "ms": int((time.monotonic() - self.started) * 1000),
-            "items": list(self.items),
-        }
+    def summary(self) -> StepsSummary:
+        return StepsSummary(
+            runId=self.run_id,
+            ms=int((time.monotonic() - self.started) * 1000),
+            items=list(self.items),
+        )
 
     def keep(self, session: Session, conversation_id: int) -> Message | None:
         """Store the summary on the run's first shown row, in the caller's transaction;

@@ -23,10 +23,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.chat.branches import current_leaf
-from app.chat.models import Conversation, Message, Run
+from app.chat.models import (
+    Conversation,
+    Message,
+    RowKind,
+    Run,
+)
 from app.chat.rows import insert_message, insert_tool_result
+from app.chat.run_services import Publisher
 from app.chat.runs import cancel_active_run
-from app.stream.hub import Hub
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +50,7 @@ class Stopped:
     rows: list[Message] = field(default_factory=list)
 
 
-def stop_active_run(session: Session, hub: Hub, conversation_id: int) -> Stopped | None:
+def stop_active_run(session: Session, hub: Publisher, conversation_id: int) -> Stopped | None:
     """Cancel the conversation's run in flight and keep what was shown of it, in the
     caller's transaction. None when no run is in flight."""
     # The run first, then the conversation (cancel_active_run updates both in that order,
@@ -72,7 +77,7 @@ def stop_active_run(session: Session, hub: Hub, conversation_id: int) -> Stopped
             session,
             conversation_id,
             role="assistant",
-            kind="host",
+            kind=RowKind.HOST,
             content=partial,
             meta={
                 "blocks": [{"type": "text", "text": partial}],
@@ -89,7 +94,7 @@ def stop_active_run(session: Session, hub: Hub, conversation_id: int) -> Stopped
             session,
             conversation_id,
             role="assistant",
-            kind="notice",
+            kind=RowKind.NOTICE,
             content=STOPPED_NOTICE,
             meta={"stopped": True},
         )
@@ -103,7 +108,7 @@ def _wrote_nothing(session: Session, conversation_id: int) -> bool:
     return current_leaf(session, conversation) == conversation.branch_leaf_sequence
 
 
-def _streamed_text(hub: Hub, conversation_id: int, run_id: int) -> str:
+def _streamed_text(hub: Publisher, conversation_id: int, run_id: int) -> str:
     """What the pages show of the run's current model call. Without it (Redis not
     answering) the stop still happens, with the notice instead."""
     try:
@@ -129,7 +134,7 @@ def _unanswered_tool_uses(tail: list[Message]) -> list[dict[str, Any]]:
     calls: dict[str, dict[str, Any]] = {}
     answered: set[str] = set()
     for row in tail:
-        if row.kind == "user":
+        if row.kind == RowKind.USER:
             calls.clear()
             answered.clear()
             continue
@@ -148,6 +153,6 @@ def _already_kept(tail: list[Message], partial: str) -> bool:
     return (
         last is not None
         and last.role == "assistant"
-        and last.kind in ("host", "card")
+        and last.kind in (RowKind.HOST, RowKind.CARD)
         and last.content.strip() == partial
     )

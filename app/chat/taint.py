@@ -19,7 +19,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.chat.models import Conversation, Message
+from app.chat.models import (
+    Conversation,
+    Message,
+    RowKind,
+)
 from app.chat.provenance import untrusted_facts
 from app.memory.models import UserMemory
 from app.tools.held import REASON, fetch_confirmation
@@ -47,7 +51,7 @@ def untrusted_sources(session: Session, conversation_id: int, registry: ToolRegi
             Message.meta["untrusted"],
             Message.meta["tool"].as_string(),
             Message.meta[("blocks", 0, "is_error")].as_boolean(),
-        ).where(Message.conversation_id == conversation_id, Message.kind == "tool_result")
+        ).where(Message.conversation_id == conversation_id, Message.kind == RowKind.TOOL_RESULT)
     )
     for recorded, tool_name, failed in results:
         for source in _row_sources(recorded, tool_name, bool(failed), registry):
@@ -70,15 +74,11 @@ def _row_sources(
     return []
 
 
-def is_tainted(session: Session, conversation_id: int, registry: ToolRegistry) -> bool:
-    return bool(untrusted_sources(session, conversation_id, registry))
-
-
 def typed_urls(session: Session, conversation_id: int) -> set[str]:
     """Every full URL the person typed themselves in this conversation (normalized)."""
     texts = session.scalars(
         select(Message.content).where(
-            Message.conversation_id == conversation_id, Message.kind == "user"
+            Message.conversation_id == conversation_id, Message.kind == RowKind.USER
         )
     )
     found = set()

@@ -16,12 +16,20 @@ import logging
 from sqlalchemy import select, update
 
 from app.chat.conversations import conversation_dict
-from app.chat.models import TITLE_DEFAULT, TITLE_MESSAGE, TITLE_MODEL, Conversation, Message, Run
+from app.chat.models import (
+    TITLE_DEFAULT,
+    TITLE_MESSAGE,
+    TITLE_MODEL,
+    Conversation,
+    Message,
+    RowKind,
+    Run,
+)
+from app.chat.run_services import RunServices
 from app.db import read_transaction
 from app.events import ConversationChanged
 from app.llm.client import ModelError, StreamCancelled
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
-from app.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +67,7 @@ SYSTEM = (
 )
 
 
-def propose_title(services: Services, conversation_id: int, user_id: int) -> str | None:
+def propose_title(services: RunServices, conversation_id: int, user_id: int) -> str | None:
     """Name the chat after an answered run, if its title is still the placeholder or the
     first message's words; the new title (published to the person), or None. Never raises:
     a title is not worth a failed run."""
@@ -84,7 +92,7 @@ def propose_title(services: Services, conversation_id: int, user_id: int) -> str
     return title if changed is not None else None
 
 
-def _first_exchange(services: Services, conversation_id: int) -> tuple[str, str] | None:
+def _first_exchange(services: RunServices, conversation_id: int) -> tuple[str, str] | None:
     """(the person's first message, the assistant's first visible text), read in a read
     transaction that ends before the model is called; None when no title is wanted."""
     with services.database.session() as session, read_transaction(session):
@@ -103,12 +111,12 @@ def _first_exchange(services: Services, conversation_id: int) -> tuple[str, str]
             select(Message)
             .where(
                 Message.conversation_id == conversation_id,
-                Message.kind.in_(("user", "host", "card")),
+                Message.kind.in_((RowKind.USER, RowKind.HOST, RowKind.CARD)),
             )
             .order_by(Message.sequence)
             .limit(20)
         ).all()
-    message = next((r.content for r in rows if r.kind == "user" and r.content.strip()), "")
+    message = next((r.content for r in rows if r.kind == RowKind.USER and r.content.strip()), "")
     answer = next(
         (r.content for r in rows if r.role == "assistant" and not r.hidden and r.content.strip()),
         "",
@@ -118,7 +126,7 @@ def _first_exchange(services: Services, conversation_id: int) -> tuple[str, str]
     return message, answer
 
 
-def _ask_model(services: Services, message: str, answer: str) -> str:
+def _ask_model(services: RunServices, message: str, answer: str) -> str:
     parts = [f"## The person's first message\n{message[:MESSAGE_CHARS]}"]
     if answer.strip():
         parts.append(f"## The assistant's first answer\n{answer[:ANSWER_CHARS]}")
@@ -142,7 +150,7 @@ def tidy_title(title: str) -> str:
     return title
 
 
-def _store(services: Services, conversation_id: int, title: str) -> ConversationChanged | None:
+def _store(services: RunServices, conversation_id: int, title: str) -> ConversationChanged | None:
     """The title, unless the person named the chat while the model was thinking."""
     with services.database.session() as session:
         written = session.execute(

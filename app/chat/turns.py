@@ -12,9 +12,19 @@ from sqlalchemy.orm import Session
 
 from app.accounts.models import User
 from app.billing.quota import quota_exceeded
+from app.chat.attachments import pending_attachments
 from app.chat.branches import Tree, current_leaf, show_branch
-from app.chat.models import ACTIVE_RUN_STATUSES, TITLE_DEFAULT, TITLE_MESSAGE, Message, Run
+from app.chat.models import (
+    ACTIVE_RUN_STATUSES,
+    TITLE_DEFAULT,
+    TITLE_MESSAGE,
+    CardStatus,
+    Message,
+    RowKind,
+    Run,
+)
 from app.chat.rows import insert_message, insert_tool_result
+from app.chat.run_services import RunServices
 from app.chat.runs import (
     RunConflict,
     active_run,
@@ -24,11 +34,11 @@ from app.chat.runs import (
     start_run,
 )
 from app.chat.search import index_row
+from app.chat.shapes import is_confirmation
 from app.config import Settings
-from app.services import Services
 from app.tools.context import ToolContext
 from app.tools.results import ToolFailure
-from app.workspace.attachments import file_chips, note_for, pending_attachments
+from app.workspace.attachments import file_chips, note_for
 
 # How long a person over the concurrent-run cap is asked to wait before trying again.
 TOO_MANY_RUNS_RETRY_SECONDS = 5
@@ -101,7 +111,7 @@ def _tool_result_row(session, conversation_id: int, card: dict, result: dict) ->
     return insert_tool_result(session, conversation_id, card["toolUseId"], card["tool"], result)
 
 
-def _close_card(session: Session, card_row: Message, status: str, answer: dict) -> None:
+def _close_card(session: Session, card_row: Message, status: CardStatus, answer: dict) -> None:
     card = {**card_row.meta["card"], "status": status, "answer": answer}
     card_row.meta = {**card_row.meta, "card": card, "awaiting": None}
     index_row(session, card_row)  # the answer is searchable too
@@ -143,7 +153,7 @@ def _close_waiting(session: Session, conversation_id: int, dismissal: dict) -> l
     card_row = awaiting_card(session, conversation_id)
     if card_row is not None:
         _tool_result_row(session, conversation_id, card_row.meta["card"], dismissal)
-        _close_card(session, card_row, "dismissed", dismissal)
+        _close_card(session, card_row, CardStatus.DISMISSED, dismissal)
         rows.append(card_row)
     approved_row = awaiting_approval(session, conversation_id)
     if approved_row is not None:
@@ -164,13 +174,13 @@ def _user_row(
     if files:
         meta["files"] = files
     return insert_message(
-        session, conversation_id, role="user", kind="user", content=text, meta=meta
+        session, conversation_id, role="user", kind=RowKind.USER, content=text, meta=meta
     )
 
 
 # -- branches: regenerate, edit, choose (app/chat/branches.py) --------------------------
 
-ANSWER_KINDS = ("host", "card", "agent_output", "error")
+ANSWER_KINDS = (RowKind.HOST, RowKind.CARD, RowKind.AGENT_OUTPUT, RowKind.ERROR)
 LEFT_BRANCH = {"dismissed": True}  # a card waiting on a branch that is left
 
 
@@ -242,7 +252,7 @@ def submit_edit(
 
 
 def _dismissed_by(row: Message | None, text: str) -> bool:
-    if row is None or row.kind != "tool_result":
+    if row is None or row.kind != RowKind.TOOL_RESULT:
         return False
     for block in row.meta.get("blocks", []):
         try:
@@ -281,7 +291,7 @@ def choose_branch(session: Session, conversation_id: int, user_id: int, sequence
 
 def submit_tool_response(
     session: Session,
-    services: Services,
+    services: RunServices,
     conversation_id: int,
     user_id: int,
     tool_use_id: str,
@@ -297,18 +307,18 @@ def submit_tool_response(
             "That question is not waiting for an answer (it was answered, dismissed or never asked).",
         )
     card = card_row.meta["card"]
-    if card.get("kind") == "confirmation":
+    if is_confirmation(card):
         return _answer_confirmation(session, conversation, card_row, result)
     if result.get("dismissed") is True:
         answer = {"dismissed": True}
         if isinstance(result.get("user_message"), str):
             answer["user_message"] = result["user_message"][:2000]
-        status = "dismissed"
+        status = CardStatus.DISMISSED
     else:
         problem = _check_answer(session, services, conversation.id, user_id, card, result)
         if problem:
             raise TurnRejected(400, "INVALID_ANSWER", problem)
-        answer, status = result, "answered"
+        answer, status = result, CardStatus.ANSWERED
     _tool_result_row(session, conversation.id, card, answer)
     _close_card(session, card_row, status, answer)
     return _start(session, conversation, "tool_response", [card_row])
@@ -337,16 +347,16 @@ def _answer_confirmation(session, conversation, card_row: Message, result: dict)
         )
     card = card_row.meta["card"]
     if approved:
-        _close_card(session, card_row, "answered", {"approved": True})
+        _close_card(session, card_row, CardStatus.ANSWERED, {"approved": True})
         card_row.meta = {**card_row.meta, "card": {**card_row.meta["card"], "executed": False}}
     else:
         _tool_result_row(session, conversation.id, card, {"approved": False, "message": DECLINED})
-        _close_card(session, card_row, "answered", {"approved": False})
+        _close_card(session, card_row, CardStatus.ANSWERED, {"approved": False})
     return _start(session, conversation, "tool_response", [card_row])
 
 
 def _check_answer(
-    session, services: Services, conversation_id: int, user_id: int, card: dict, result: dict
+    session, services: RunServices, conversation_id: int, user_id: int, card: dict, result: dict
 ) -> str | None:
     tool = services.tools.get(card["tool"])
     if tool is None or tool.check_response is None:

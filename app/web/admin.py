@@ -26,8 +26,8 @@ from app.accounts.service import AccountError, create_user
 from app.billing.meter import run_credits
 from app.billing.quota import month_of
 from app.billing.usage import MONTH, person_history, usage_by_person, usage_months
-from app.chat.account_deletion import delete_person, what_deleting_removes
 from app.chat.models import Conversation, Run
+from app.chat.person_deletion import delete_person, what_deleting_removes
 from app.chat.run_log import describe, load_reports
 from app.web.forms import Form, UserCreateForm
 from app.web.identity import db_session

@@ -25,6 +25,7 @@ from sqlalchemy import select
 from app.accounts.models import User
 from app.accounts.onboarding import default_starters, starters_for
 from app.agents.onboarding import start_generation, starter_writers
+from app.chat.attachments import pending_attachments
 from app.chat.branches import NEVER_BRANCHED, branch_version, shown_rows
 from app.chat.conversations import (
     conversation_dict,
@@ -54,7 +55,7 @@ from app.web.extensions import message_rate_limit, welcome_rate_limit
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
-from app.workspace.attachments import AttachmentRefused, human_size, pending_attachments
+from app.workspace.attachments import AttachmentRefused, human_size
 from app.workspace.models import Attachment
 
 bp = Blueprint("chat", __name__)

@@ -9,6 +9,7 @@ import time
 from flask import current_app, request
 from flask_login import current_user
 
+from app.chat.attachments import save_attachment
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.models import Conversation
 from app.chat.runs import active_run, lock_conversation
@@ -25,12 +26,7 @@ from app.chat.turns import (
 from app.events import BranchChanged, ConversationChanged, RowPersisted, Status
 from app.web.errors import ApiError
 from app.web.identity import db_session
-from app.workspace.attachments import (
-    AttachmentRefused,
-    PdfLimits,
-    read_upload,
-    save_attachment,
-)
+from app.workspace.attachments import AttachmentRefused, PdfLimits, read_upload
 from app.workspace.models import Attachment
 
 

@@ -22,12 +22,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
-
-from app.chat.models import Conversation, Message
-from app.workspace.models import Attachment
-
 DEFAULT_MAX_BYTES = 5_000_000
 MAX_FILENAME_CHARS = 255
 MAX_PDF_PAGES = 200
@@ -164,45 +158,6 @@ def prepare_attachment(
     kind = resolve_type(name, content_type)
     text = extract_text(name, kind, data, pdf_limits or PdfLimits())
     return PreparedAttachment(name, kind, data, text)
-
-
-def save_attachment(
-    session: Session, user_id: int, conversation_id: int | None, prepared: PreparedAttachment
-) -> Attachment:
-    """Add the prepared file to the session (flushed, not committed): one short write.
-    Raises AttachmentRefused(404) when the conversation went meanwhile."""
-    after_sequence = _latest_sequence(session, conversation_id)
-    if conversation_id is not None and session.get(Conversation, conversation_id) is None:
-        raise AttachmentRefused(404, "Not found.")
-    attachment = Attachment(
-        user_id=user_id,
-        conversation_id=conversation_id,
-        filename=prepared.filename,
-        content_type=prepared.content_type,
-        size=len(prepared.data),
-        data=prepared.data,
-        text=prepared.text,
-        after_sequence=after_sequence,
-    )
-    session.add(attachment)
-    session.flush()
-    return attachment
-
-
-def store_attachment(
-    session: Session,
-    user_id: int,
-    conversation_id: int | None,
-    filename: str | None,
-    content_type: str | None,
-    data: bytes,
-    *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-) -> Attachment:
-    """`prepare_attachment` then `save_attachment`, for callers already in a transaction
-    with small files (tests, seeds). Raises AttachmentRefused."""
-    prepared = prepare_attachment(filename, content_type, data, max_bytes=max_bytes)
-    return save_attachment(session, user_id, conversation_id, prepared)
 
 
 def read_upload(
@@ -384,83 +339,6 @@ def _image_description(filename: str, kind: str, data: bytes) -> str:
 
 
 # -- reading back -----------------------------------------------------------------------------
-
-
-def attachments_for(
-    session: Session, user_id: int, conversation_id: int
-) -> list[AttachmentSummary]:
-    """The conversation's attachments, oldest first, without their bytes."""
-    rows = session.execute(
-        select(
-            Attachment.id,
-            Attachment.filename,
-            Attachment.content_type,
-            Attachment.size,
-            Attachment.created_at,
-        )
-        .where(Attachment.user_id == user_id, Attachment.conversation_id == conversation_id)
-        .order_by(Attachment.id)
-    ).all()
-    return [AttachmentSummary(*row) for row in rows]
-
-
-def _latest_sequence(session: Session, conversation_id: int | None) -> int:
-    """The conversation's latest row sequence, read under the conversation's lock (the one
-    every writer of its rows takes first): a message written at the same moment either
-    comes before the attachment, and is counted here, or after it, and sees it."""
-    if conversation_id is None:
-        return 0
-    session.execute(
-        select(Conversation.id).where(Conversation.id == conversation_id).with_for_update()
-    )
-    latest = session.scalar(
-        select(func.max(Message.sequence)).where(Message.conversation_id == conversation_id)
-    )
-    return latest or 0
-
-
-def _last_typed_sequence(session: Session, conversation_id: int) -> int:
-    """The latest message the person typed (not the hidden tool-result rows, also role
-    "user", that runs and card answers write); 0 when there is none."""
-    return (
-        session.scalar(
-            select(Message.sequence)
-            .where(Message.conversation_id == conversation_id, Message.kind == "user")
-            .order_by(Message.sequence.desc())
-            .limit(1)
-        )
-        or 0
-    )
-
-
-def pending_attachments(
-    session: Session, conversation_id: int, since_sequence: int | None = None
-) -> list[AttachmentSummary]:
-    """The attachments added after the row `since_sequence` (None: the person's previous
-    message; 0: every attachment), oldest first: the files the person's next message
-    goes with, shown as chips above the composer until it is sent. Ordered by sequence:
-    an attachment belongs after the row that was latest when it was uploaded."""
-    if since_sequence is None:
-        since_sequence = _last_typed_sequence(session, conversation_id)
-    query = select(
-        Attachment.id,
-        Attachment.filename,
-        Attachment.content_type,
-        Attachment.size,
-        Attachment.created_at,
-    ).where(Attachment.conversation_id == conversation_id)
-    if since_sequence > 0:
-        query = query.where(Attachment.after_sequence >= since_sequence)
-    return [AttachmentSummary(*row) for row in session.execute(query.order_by(Attachment.id))]
-
-
-def attachment_note(
-    session: Session, conversation_id: int, since_sequence: int | None = None
-) -> str:
-    """Lines for the model-facing text of a new user message, naming the attachments that
-    message goes with (`pending_attachments`). Call it before inserting the new message.
-    Empty when there is nothing new."""
-    return note_for(pending_attachments(session, conversation_id, since_sequence))
 
 
 def note_for(files: list[AttachmentSummary]) -> str:

@@ -16,24 +16,14 @@ from app.agents.outputs import answer_tool_name
 from app.events import AgentToken, TextDelta
 from app.llm.demo import agent_output
 from app.workspace.models import Offer, Output
-from tests.chat.conftest import ChatDriver
 from tests.fake_model import Turn, text, tool_use
 
 AGENTS = {agent.slug: agent for agent in load_agents()}
 
 
 @pytest.fixture
-def app(make_app, fake_model):
-    return make_app(anthropic_base_url=fake_model.base_url)
-
-
-@pytest.fixture
-def chat(app, auth):
-    user_id = auth.create()
-    auth.login()
-    driver = ChatDriver(app, auth.client, auth)
-    driver.user_id = user_id
-    return driver
+def app(app_on_fake_model):
+    return app_on_fake_model
 
 
 def _offer(app, user_id, name="Calm Mornings"):

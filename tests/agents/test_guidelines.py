@@ -24,8 +24,8 @@ from app.agents.guidelines import (
 from app.agents.models import Guideline, GuidelineChange
 from app.agents.runner import agent_system_prompt
 from app.workspace.models import Offer
-from tests.chat.conftest import ChatDriver
 from tests.chat.test_cards import QUIZ
+from tests.factories import ChatDriver
 from tests.fake_model import Turn, text, tool_use
 
 FILE_RULES = [rule.text for rule in guidelines_from_file()]
@@ -42,9 +42,9 @@ AGENT = AgentDefinition(
 
 
 @pytest.fixture
-def app(make_app, fake_model):
+def app(app_on_fake_model):
     """The app talks to the fake model server (for the end-to-end run)."""
-    return make_app(anthropic_base_url=fake_model.base_url)
+    return app_on_fake_model
 
 
 @pytest.fixture

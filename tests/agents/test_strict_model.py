@@ -16,8 +16,7 @@ from app.agents.outputs import answer_tool_name
 from app.memory.models import MemoryChange, UserMemory
 from app.memory.store import FALLBACK_REASON
 from app.workspace.models import Character, Output
-from tests.chat.conftest import ChatDriver
-from tests.chat.test_action_tools import _build_chat, _workspace
+from tests.factories import add_offer_and_persona, build_phase_chat, user_id_of
 from tests.fake_model import Turn, text, tool_use
 
 AGENTS = {agent.slug: agent for agent in load_agents()}
@@ -29,15 +28,6 @@ def app(make_app, fake_model):
     return make_app(anthropic_base_url=fake_model.base_url)
 
 
-@pytest.fixture
-def chat(app, auth):
-    user_id = auth.create()
-    auth.login()
-    driver = ChatDriver(app, auth.client, auth)
-    driver.user_id = user_id
-    return driver
-
-
 def _outputs(app) -> list[Output]:
     with app.extensions["database"].session() as session:
         return session.scalars(select(Output).order_by(Output.id)).all()
@@ -46,7 +36,7 @@ def _outputs(app) -> list[Output]:
 @pytest.mark.parametrize("slug", sorted(AGENTS))
 def test_each_agent_completes_on_its_first_try(app, chat, fake_model, slug):
     agent = AGENTS[slug]
-    ids = _workspace(app)
+    ids = add_offer_and_persona(app, user_id_of(app))
     fake_model.script(
         Turn(tool_use(agent.tool_name, {"instructions": "Write it", "offer_id": ids["offer"]})),
         Turn(text("Here it is.")),
@@ -68,12 +58,12 @@ def test_each_agent_completes_on_its_first_try(app, chat, fake_model, slug):
     [("generate_element_sheet", "element-sheet"), ("create_storyboard", "storyboard")],
 )
 def test_each_structured_build_tool_completes_on_its_first_try(app, chat, fake_model, tool, slug):
-    ids = _workspace(app)
+    ids = add_offer_and_persona(app, user_id_of(app))
     fake_model.script(
         Turn(tool_use(tool, {"offer_id": ids["offer"]})),
         Turn(text("Saved.")),
     )
-    chat_id = _build_chat(app, chat)
+    chat_id = build_phase_chat(app, chat)
     assert chat.wait(chat.send(chat_id, "Make it"))["status"] == "completed"
 
     assert len(fake_model.strict_answers) == 1, "one try"
@@ -85,7 +75,7 @@ def test_each_structured_build_tool_completes_on_its_first_try(app, chat, fake_m
 
 
 def test_a_cast_list_completes_on_its_first_try_and_saves_once_allowed(app, chat, fake_model):
-    ids = _workspace(app)
+    ids = add_offer_and_persona(app, user_id_of(app))
     fake_model.script(
         Turn(
             tool_use(
@@ -96,7 +86,7 @@ def test_a_cast_list_completes_on_its_first_try_and_saves_once_allowed(app, chat
         ),
         Turn(text("Saved your cast.")),
     )
-    chat_id = _build_chat(app, chat)
+    chat_id = build_phase_chat(app, chat)
     assert chat.wait(chat.send(chat_id, "Cast two characters"))["status"] == "awaiting"
     assert fake_model.strict_answers == ["submit_cast_list"]
     card = next(r for r in chat.rows(chat_id) if r["kind"] == "card")["card"]

@@ -11,21 +11,11 @@ from sqlalchemy import func, select
 from app.accounts.models import User
 from app.billing.models import UsageEvent
 from app.chat.models import Message, Run
-from tests.chat.conftest import ChatDriver
 
 
 @pytest.fixture
-def app(make_app, fake_model):
-    return make_app(anthropic_base_url=fake_model.base_url)
-
-
-@pytest.fixture
-def chat(app, auth):
-    user_id = auth.create()
-    auth.login()
-    driver = ChatDriver(app, auth.client, auth)
-    driver.user_id = user_id
-    return driver
+def app(app_on_fake_model):
+    return app_on_fake_model
 
 
 def usage_events(app, user_id=None) -> list[UsageEvent]:

@@ -14,7 +14,7 @@ from app.chat.run_log import MODEL_CALL
 from app.config import DEFAULT_HOST_MODEL
 from app.llm.demo import DEMO_MODEL_NAME
 from tests.billing.conftest import metered, set_allowance
-from tests.chat.conftest import ChatDriver
+from tests.factories import ChatDriver
 
 
 @pytest.fixture

@@ -51,6 +51,14 @@ def _queued_run(app, user_id) -> tuple[int, int]:
         return conversation.id, run.id
 
 
+def _meter(database, settings, run_id, billable_tool_calls) -> bool:
+    """Meter the run in a transaction of its own, as a finished run does."""
+    with database.session() as session:
+        written = record_run_usage(session, settings, session.get(Run, run_id), billable_tool_calls)
+        session.commit()
+        return written
+
+
 def _wait_done(subscription, timeout=5.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -69,13 +77,11 @@ def test_the_same_usage_event_written_twice_counts_once(app, chat):
     conversation_id, run_id = _queued_run(app, chat.user_id)
     database = app.extensions["database"]
 
-    assert record_run_usage(database, _settings(app), run_id, 2) is True
-    # A redelivered job, or a retry after a crash, meters the same run again (here in the
-    # caller's own transaction, with a different count): nothing changes.
-    with database.session() as session:
-        assert record_run_usage(session, _settings(app), run_id, 7) is False
-        session.commit()
-    assert record_run_usage(database, _settings(app), run_id, 2) is False
+    assert _meter(database, _settings(app), run_id, 2) is True
+    # A redelivered job, or a retry after a crash, meters the same run again (with a
+    # different count): nothing changes.
+    assert _meter(database, _settings(app), run_id, 7) is False
+    assert _meter(database, _settings(app), run_id, 2) is False
 
     [event] = usage_events(app)
     assert event.idempotency_key == f"{conversation_id}:chat:0"
@@ -91,7 +97,7 @@ def test_writers_racing_on_one_key_write_one_event(app, chat):
 
     def meter():
         barrier.wait()
-        results.append(record_run_usage(database, _settings(app), run_id, 1))
+        results.append(_meter(database, _settings(app), run_id, 1))
 
     threads = [threading.Thread(target=meter) for _ in range(4)]
     for thread in threads:

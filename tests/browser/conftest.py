@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PASSWORD
+from tests.factories import PASSWORD, add_user
 from tests.live import LiveServer
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -95,8 +95,8 @@ def module_site(tmp_path_factory):
 
 
 @pytest.fixture
-def live_app(make_app, fake_model):
-    return make_app(anthropic_base_url=fake_model.base_url)
+def live_app(app_on_fake_model):
+    return app_on_fake_model
 
 
 @pytest.fixture
@@ -126,12 +126,7 @@ def page(context):
 @pytest.fixture
 def person(live_app):
     """Ada's account; returns (email, password, user_id)."""
-    from app.accounts.service import create_user
-
-    with live_app.extensions["database"].session() as session:
-        user = create_user(session, "ada@example.com", PASSWORD)
-        session.commit()
-        return "ada@example.com", PASSWORD, user.id
+    return "ada@example.com", PASSWORD, add_user(live_app, "ada@example.com")
 
 
 def log_in(page, live_server, email="ada@example.com", password=PASSWORD):

@@ -11,9 +11,8 @@ import re
 from PIL import Image
 from sqlalchemy import select
 
-from app.chat.models import Conversation
-from app.workspace.models import Character, Offer, Persona, VisualAsset
-from tests.chat.test_cards import _user_id
+from app.workspace.models import Character, VisualAsset
+from tests.factories import add_offer_and_persona, build_phase_chat, user_id_of
 from tests.fake_model import Turn, text, tool_use
 
 CAST = {
@@ -22,28 +21,6 @@ CAST = {
         {"name": "Jon Park", "role": "the convert", "description": "Thirty, owns a gym."},
     ]
 }
-
-
-def _workspace(app) -> dict:
-    with app.extensions["database"].session() as session:
-        user_id = _user_id(app)
-        offer = Offer(
-            user_id=user_id, name="Calm Mornings", description="Coaching", brand_colors=["#2f6f5e"]
-        )
-        session.add(offer)
-        session.flush()
-        persona = Persona(user_id=user_id, offer_id=offer.id, name="Busy founder")
-        session.add(persona)
-        session.commit()
-        return {"offer": offer.id, "persona": persona.id}
-
-
-def _build_chat(app, chat) -> int:
-    chat_id = chat.new_chat()
-    with app.extensions["database"].session() as session:
-        session.get(Conversation, chat_id).tool_phase = "build"
-        session.commit()
-    return chat_id
 
 
 def _characters(app) -> list[tuple[str, int | None]]:
@@ -63,7 +40,7 @@ def _tool_result(request, tool_use_id):
 
 
 def _propose(app, chat, fake_model):
-    ids = _workspace(app)
+    ids = add_offer_and_persona(app, user_id_of(app))
     fake_model.script(
         Turn(
             text("Let me cast a few characters."),
@@ -75,7 +52,7 @@ def _propose(app, chat, fake_model):
         ),
         json.dumps(CAST),  # the fast model's proposal
     )
-    chat_id = _build_chat(app, chat)
+    chat_id = build_phase_chat(app, chat)
     run = chat.wait(chat.send(chat_id, "Cast some characters for my founder persona"))
     return chat_id, ids, run
 
@@ -119,7 +96,7 @@ def test_a_declined_cast_list_saves_nothing(app, chat, fake_model):
 
 
 def test_a_cast_list_the_model_cannot_produce_is_an_error_result(app, chat, fake_model):
-    ids = _workspace(app)
+    ids = add_offer_and_persona(app, user_id_of(app))
     fake_model.script(
         Turn(
             tool_use(
@@ -132,7 +109,7 @@ def test_a_cast_list_the_model_cannot_produce_is_an_error_result(app, chat, fake
         "still not json",
         "Sorry, that did not work.",
     )
-    chat_id = _build_chat(app, chat)
+    chat_id = build_phase_chat(app, chat)
     assert chat.wait(chat.send(chat_id, "Cast"))["status"] == "completed"
     block = _tool_result(fake_model.requests[-1], "toolu_cast")
     assert block["is_error"] is True and "could not be produced" in block["content"]
@@ -141,7 +118,7 @@ def test_a_cast_list_the_model_cannot_produce_is_an_error_result(app, chat, fake
 
 
 def test_a_generated_image_is_shown_and_only_its_owner_can_load_it(app, chat, fake_model, auth):
-    ids = _workspace(app)
+    ids = add_offer_and_persona(app, user_id_of(app))
     fake_model.script(
         Turn(
             text("Making a draft."),
@@ -158,7 +135,7 @@ def test_a_generated_image_is_shown_and_only_its_owner_can_load_it(app, chat, fa
         ),
         "Here is a draft render.",
     )
-    chat_id = _build_chat(app, chat)
+    chat_id = build_phase_chat(app, chat)
     assert chat.wait(chat.send(chat_id, "Make an image"))["status"] == "completed"
 
     shown = [row for row in chat.rows(chat_id) if row["kind"] == "agent_output"]
@@ -198,7 +175,7 @@ def test_generate_video_relays_that_it_is_not_set_up(app, chat, fake_model):
         Turn(tool_use("generate_video", {"prompt": "A 15 second reel"}, id="toolu_vid")),
         "Video generation is not set up here.",
     )
-    chat_id = _build_chat(app, chat)
+    chat_id = build_phase_chat(app, chat)
     assert chat.wait(chat.send(chat_id, "Make a video"))["status"] == "completed"
     block = _tool_result(fake_model.requests[-1], "toolu_vid")
     assert "is_error" not in block

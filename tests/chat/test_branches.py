@@ -10,8 +10,9 @@ import pytest
 from sqlalchemy import select, update
 
 from app.chat.models import Conversation, Message
+from tests.factories import add_token, add_user
 from tests.fake_model import Turn, text, tool_use
-from tests.web.helpers import add_token, add_user, snapshot
+from tests.web.helpers import snapshot
 
 
 def _user(role_text):

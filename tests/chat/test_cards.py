@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from app.chat.models import Run
 from app.workspace.models import Offer, Output
-from tests.chat.conftest import ChatDriver
+from tests.factories import ChatDriver, user_id_of
 from tests.fake_model import Turn, text, tool_use
 
 QUIZ = {
@@ -50,15 +50,8 @@ def _offer(app, user_id, name="Calm Mornings"):
         return offer.id
 
 
-def _user_id(app, email="ada@example.com"):
-    from app.accounts.models import User
-
-    with app.extensions["database"].session() as session:
-        return session.scalar(select(User.id).where(User.email == email))
-
-
 def _pause_on_select_offer(app, chat, fake_model):
-    offer_id = _offer(app, _user_id(app))
+    offer_id = _offer(app, user_id_of(app))
     fake_model.script(
         Turn(text("Let me look at your offers."), tool_use("list_offers", {})),
         Turn(

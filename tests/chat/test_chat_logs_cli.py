@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.chat.test_run_log import _entries
+from tests.factories import run_log_entries
 from tests.fake_model import Turn, api_error, text, tool_use
 
 
@@ -17,11 +17,11 @@ def _two_runs(app, chat, fake_model) -> tuple[int, int, int]:
     chat_id = chat.new_chat("Offers")
     first = chat.send(chat_id, "What do I sell?")
     chat.wait(first)
-    _entries(app, first)
+    run_log_entries(app, first)
     fake_model.script(*[api_error(529, "overloaded_error", "Overloaded")] * 4)
     second = chat.send(chat_id, "And now?")
     chat.wait(second)
-    _entries(app, second)
+    run_log_entries(app, second)
     return chat_id, first, second
 
 
@@ -75,7 +75,7 @@ def test_chat_logs_full_shows_tool_output_as_stored(app, chat, fake_model):
     chat_id = chat.new_chat()
     run_id = chat.send(chat_id, "Save Mo")
     chat.wait(run_id)
-    _entries(app, run_id)
+    run_log_entries(app, run_id)
     runner = app.test_cli_runner()
 
     short = runner.invoke(args=["chat-logs", str(chat_id)]).output

@@ -11,7 +11,7 @@ from app.chat.compaction import summary_cap_tokens
 from app.chat.models import Conversation, Message
 from app.chat.rows import insert_message
 from app.tools.registry import Tool
-from tests.chat.conftest import ChatDriver
+from tests.factories import ChatDriver
 from tests.fake_model import Turn, count_request_tokens, text, tool_use
 
 SUMMARY_MARK = "You keep the running summary"

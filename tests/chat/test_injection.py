@@ -14,7 +14,6 @@ from sqlalchemy import func, select
 
 from app.memory.store import read_memory
 from app.workspace.models import Attachment, Campaign, Character, Output, VisualAsset
-from tests.chat.conftest import ChatDriver
 from tests.chat.injection_kit import Site
 from tests.fake_model import Turn, text, tool_use
 
@@ -32,15 +31,6 @@ def site():
 @pytest.fixture
 def app(make_app, fake_model):
     return make_app(anthropic_base_url=fake_model.base_url, fetch_allow_hosts=("127.0.0.1",))
-
-
-@pytest.fixture
-def chat(app, auth):
-    user_id = auth.create()
-    auth.login()
-    driver = ChatDriver(app, auth.client, auth)
-    driver.user_id = user_id
-    return driver
 
 
 def _strings(content) -> list[str]:

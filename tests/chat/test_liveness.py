@@ -16,7 +16,7 @@ from app.chat.models import Conversation, Run
 from app.chat.stale import INTERRUPTED, sweep
 from app.db import utcnow
 from app.events import Done, Keepalive
-from tests.chat.conftest import ChatDriver
+from tests.factories import ChatDriver
 from tests.fake_model import Turn, text, thinking, tool_use
 
 TIMERS = dict(heartbeat_seconds=0.2, stale_seconds=1.5, stream_idle_seconds=0.8, max_run_seconds=30)

@@ -202,7 +202,7 @@ def test_an_unknown_tool_and_bad_tool_input_become_error_results(app, chat, fake
 
 
 def test_thinking_blocks_are_sent_back_with_their_signatures(make_app, fake_model, auth):
-    from tests.chat.conftest import ChatDriver
+    from tests.factories import ChatDriver
 
     app = make_app(anthropic_base_url=fake_model.base_url, thinking_budget=2048)
     client = app.test_client()

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 
 from app.llm.errors import MAX_REASON_CHARS, NO_ROUTE_TEXT
-from tests.chat.conftest import ChatDriver
-from tests.chat.test_run_log import _entries
+from tests.factories import ChatDriver, run_log_entries
 from tests.fake_model import api_error
 
 API_KEY = "sk-ant-api03-deployment-key-0123456789abcdef"
@@ -21,7 +20,7 @@ def _fail_once(app, chat, fake_model, refusal) -> tuple[int, int, dict]:
     chat_id = chat.new_chat("Refused")
     run_id = chat.send(chat_id, "Hello")
     assert chat.wait(run_id)["status"] == "error"
-    _entries(app, run_id)  # the log is written
+    run_log_entries(app, run_id)  # the log is written
     row = chat.rows(chat_id)[-1]
     assert row["kind"] == "error"
     return chat_id, run_id, row
@@ -58,7 +57,7 @@ def test_a_long_refusal_is_shortened_for_the_person_and_kept_whole_in_the_log(
     assert len(row["content"]) <= len(prefix) + MAX_REASON_CHARS
     assert "\n" not in row["content"]
 
-    entries = _entries(app, run_id)
+    entries = run_log_entries(app, run_id)
     (call,) = [e.data for e in entries if e.kind == "model_call"]
     assert call["error"] == f"invalid_request_error: {message}"
     assert call["error_status"] == 400
@@ -105,7 +104,7 @@ def test_an_api_key_in_a_server_message_reaches_neither_the_person_nor_the_log(
     )
 
     assert row["content"].startswith("The model server refused the request: invalid x-api-key")
-    stored = json.dumps([e.data for e in _entries(app, run_id)])
+    stored = json.dumps([e.data for e in run_log_entries(app, run_id)])
     run = chat.wait(run_id)
     out = _chat_logs(app, chat_id)
     for where in (row["content"], stored, json.dumps(run), out):

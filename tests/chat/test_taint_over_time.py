@@ -20,7 +20,6 @@ from app.chat.rows import insert_message
 from app.llm.demo import agent_output
 from app.memory.store import read_memory
 from app.workspace.models import Attachment, Campaign, Character, Output, VisualAsset
-from tests.chat.conftest import ChatDriver
 from tests.chat.injection_kit import Site
 from tests.fake_model import Turn, text, tool_use
 
@@ -54,15 +53,6 @@ def app(make_app, fake_model):
         history_message_cap=400,
         max_message_chars=1_000_000,
     )
-
-
-@pytest.fixture
-def chat(app, auth):
-    user_id = auth.create()
-    auth.login()
-    driver = ChatDriver(app, auth.client, auth)
-    driver.user_id = user_id
-    return driver
 
 
 def replies(fake_model, *turns):

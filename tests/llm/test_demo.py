@@ -418,7 +418,7 @@ def _answer(turn) -> dict:
     return turn.tool_uses[0]["input"]
 
 
-@pytest.mark.parametrize("slug", ["quiz", "ad-copy", "email-sequence", "landing-page"])
+@pytest.mark.parametrize("slug", sorted(AGENTS.agents))
 def test_agent_call_streams_schema_valid_json(model, slug):
     agent = AGENTS.agents[slug]
     offer = {
@@ -446,6 +446,24 @@ def test_agent_call_streams_schema_valid_json(model, slug):
     assert errors == []
     assert "Calm Mornings Coaching" in output["title"]
     assert "\u2014" not in "".join(texts)  # the shared guidelines forbid em dashes
+
+
+@pytest.mark.parametrize("slug", sorted(AGENTS.agents))
+def test_an_agent_is_known_by_its_declared_name_whatever_its_prompt_says(model, slug):
+    """Editing an agent's prompt cannot break the demo: only the forced tool its declared
+    name gives it says which agent is asking."""
+    agent = AGENTS.agents[slug]
+    turn = model.stream_turn(
+        {
+            "model": MODEL,
+            "max_tokens": agent.max_tokens,
+            "system": "A prompt that names no agent at all.",
+            "messages": [{"role": "user", "content": _agent_message({"name": "Calm Mornings"})}],
+            **_forced(agent),
+        },
+        StreamCallbacks(),
+    )
+    assert list(Draft202012Validator(agent.output_schema).iter_errors(_answer(turn))) == []
 
 
 def test_agent_output_with_a_long_offer_name_stays_valid(model):

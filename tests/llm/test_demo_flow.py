@@ -2,7 +2,7 @@
 
 import time
 
-from app.workspace.demo import seed_workspace
+from app.workspace.seed import seed_workspace
 
 
 def _wait(client, run_id):

@@ -11,14 +11,14 @@ from sqlalchemy import select
 
 from app.memory.models import MemoryChange
 from app.memory.store import MAX_FACTS, read_memory
-from tests.chat.conftest import ChatDriver
 from tests.conftest import AuthActions
+from tests.factories import ChatDriver
 from tests.fake_model import Turn, api_error, text
 
 
 @pytest.fixture
-def app(make_app, fake_model):
-    return make_app(anthropic_base_url=fake_model.base_url)
+def app(app_on_fake_model):
+    return app_on_fake_model
 
 
 @pytest.fixture

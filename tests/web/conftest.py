@@ -6,7 +6,7 @@ import pytest
 from argon2 import PasswordHasher
 
 import app.accounts.models as account_models
-from tests.web.helpers import add_conversation, add_offer, add_persona, add_token, add_user
+from tests.factories import add_conversation, add_offer, add_persona, add_token, add_user
 
 
 @pytest.fixture(autouse=True)

@@ -10,12 +10,8 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 from sqlalchemy import func, select
 
-from app.accounts.models import ApiToken
-from app.accounts.service import create_user
-from app.chat.conversations import create_conversation
 from app.models import Base
-from app.workspace.models import Offer, Persona
-from tests.conftest import PASSWORD, csrf_token_from
+from tests.conftest import csrf_token_from
 
 
 def database(app):
@@ -49,49 +45,6 @@ def snapshot(app) -> dict[str, list[tuple]]:
             rows = session.execute(select(*columns))
             tables[table.name] = sorted((tuple(map(repr, row)) for row in rows), key=repr)
         return tables
-
-
-def add_user(app, email: str, *, admin: bool = False, password: str = PASSWORD) -> int:
-    with database(app).session() as session:
-        user = create_user(session, email, password, is_admin=admin)
-        session.commit()
-        return user.id
-
-
-def add_conversation(app, user_id: int, title: str = "A chat") -> int:
-    with database(app).session() as session:
-        conversation = create_conversation(session, user_id, title)
-        session.commit()
-        return conversation.id
-
-
-def add_offer(app, user_id: int, name: str = "An offer", **values) -> int:
-    with database(app).session() as session:
-        offer = Offer(user_id=user_id, name=name, **values)
-        session.add(offer)
-        session.commit()
-        return offer.id
-
-
-def add_persona(app, user_id: int, name: str = "A persona", **values) -> int:
-    with database(app).session() as session:
-        persona = Persona(user_id=user_id, name=name, **values)
-        session.add(persona)
-        session.commit()
-        return persona.id
-
-
-def add_token(
-    app, user_id: int, name: str = "script", scopes=("read", "chat"), expires_at=None
-) -> tuple[int, str]:
-    """A bearer token issued the way the app issues them; returns (id, raw value)."""
-    from app.accounts.models import User
-
-    with database(app).session() as session:
-        token, raw = ApiToken.issue(session.get(User, user_id), name, tuple(scopes), expires_at)
-        session.add(token)
-        session.commit()
-        return token.id, raw
 
 
 def bearer(raw: str) -> dict:

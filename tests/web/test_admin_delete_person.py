@@ -12,11 +12,8 @@ from app.chat.rows import insert_message
 from app.memory.models import MemoryChange
 from app.workspace.models import Offer
 from tests.conftest import PASSWORD, AuthActions
+from tests.factories import add_conversation, add_offer, add_token, add_user
 from tests.web.helpers import (
-    add_conversation,
-    add_offer,
-    add_token,
-    add_user,
     anonymous_csrf,
     assert_redirects_to_login,
     bearer,
@@ -178,7 +175,7 @@ def test_deleting_someone_whose_reply_is_streaming_cancels_the_run_cleanly(
 ):
     import logging
 
-    from tests.chat.conftest import ChatDriver
+    from tests.factories import ChatDriver
     from tests.fake_model import Turn, text
 
     app = make_app(anthropic_base_url=fake_model.base_url)

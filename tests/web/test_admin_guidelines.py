@@ -8,7 +8,8 @@ from sqlalchemy import select
 
 from app.agents.guidelines import guidelines_from_file
 from app.agents.models import Guideline, GuidelineChange
-from tests.web.helpers import add_token, alerts, bearer, count, json_error, snapshot
+from tests.factories import add_token
+from tests.web.helpers import alerts, bearer, count, json_error, snapshot
 
 FILE_RULES = [rule.text for rule in guidelines_from_file()]
 HTMX = {"HX-Request": "true"}

@@ -8,16 +8,15 @@ import pytest
 from sqlalchemy import select
 
 from app.accounts.models import User
-from tests.chat.conftest import ChatDriver
-from tests.chat.test_run_log import _entries
 from tests.conftest import AuthActions
+from tests.factories import ChatDriver, add_conversation, run_log_entries
 from tests.fake_model import Turn, text, tool_use
-from tests.web.helpers import add_conversation, redirect_path
+from tests.web.helpers import redirect_path
 
 
 @pytest.fixture
-def app(make_app, fake_model):
-    return make_app(anthropic_base_url=fake_model.base_url)
+def app(app_on_fake_model):
+    return app_on_fake_model
 
 
 @pytest.fixture
@@ -33,7 +32,7 @@ def ada_chat(app, auth, fake_model):
     chat_id = driver.new_chat("Ada's offers")
     run_id = driver.send(chat_id, "What do I sell?")
     assert driver.wait(run_id)["status"] == "completed"
-    _entries(app, run_id)
+    run_log_entries(app, run_id)
     return {"id": chat_id, "run": run_id}
 
 

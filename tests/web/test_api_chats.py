@@ -6,15 +6,8 @@ import pytest
 
 from app.chat.models import Conversation
 from app.chat.rows import insert_message
-from tests.web.helpers import (
-    add_conversation,
-    add_token,
-    count,
-    database,
-    fetch,
-    json_error,
-    snapshot,
-)
+from tests.factories import add_conversation, add_token
+from tests.web.helpers import count, database, fetch, json_error, snapshot
 
 
 @pytest.fixture

@@ -14,18 +14,13 @@ from werkzeug.datastructures import FileStorage
 from werkzeug.test import encode_multipart
 
 from app.accounts.models import User
+from app.chat.attachments import pending_attachments
 from app.chat.rows import insert_message
 from app.tools.context import ToolContext
-from app.workspace.attachments import (
-    AttachmentRefused,
-    attachment_note,
-    safe_filename,
-    store_attachment,
-)
+from app.workspace.attachments import AttachmentRefused, note_for, safe_filename
 from app.workspace.models import Attachment, Offer
+from tests.factories import add_conversation, add_token, store_attachment
 from tests.web.helpers import (
-    add_conversation,
-    add_token,
     anonymous_csrf,
     assert_redirects_to_login,
     bearer,
@@ -502,7 +497,7 @@ def test_api_upload_with_a_bearer_token(app, user, chat_id):
 
 def test_api_upload_refusals_use_the_error_shape(make_app):
     app = make_app(attachment_max_bytes=100)
-    from tests.web.helpers import add_user
+    from tests.factories import add_user
 
     user = add_user(app, "ada@example.com")
     chat_id = add_conversation(app, user)
@@ -561,7 +556,7 @@ def test_store_attachment_raises_attachment_refused(app, user, chat_id):
 
 
 def test_the_model_is_told_about_new_attachments(make_app, fake_model, auth):
-    from tests.chat.conftest import ChatDriver
+    from tests.factories import ChatDriver
     from tests.fake_model import Turn, text
 
     app = make_app(anthropic_base_url=fake_model.base_url)
@@ -590,13 +585,18 @@ def test_the_model_is_told_about_new_attachments(make_app, fake_model, auth):
 
 
 def _chat_on_fake_model(make_app, fake_model, auth):
-    from tests.chat.conftest import ChatDriver
+    from tests.factories import ChatDriver
 
     app = make_app(anthropic_base_url=fake_model.base_url)
     auth.app, auth.client = app, app.test_client()
     auth.create()
     auth.login()
     return app, ChatDriver(app, auth.client, auth)
+
+
+def attachment_note(session, conversation_id, since_sequence=None) -> str:
+    """The model-facing note of the next message (as chat/turns.py writes it)."""
+    return note_for(pending_attachments(session, conversation_id, since_sequence))
 
 
 def _upload(auth, chat_id, filename, data=b"Some notes."):

@@ -6,20 +6,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from tests.chat.conftest import ChatDriver
 from tests.web.helpers import snapshot
 
 
 @pytest.fixture
-def app(make_app, fake_model):
-    return make_app(anthropic_base_url=fake_model.base_url)
-
-
-@pytest.fixture
-def chat(app, auth):
-    auth.create()
-    auth.login()
-    return ChatDriver(app, auth.client, auth)
+def app(app_on_fake_model):
+    return app_on_fake_model
 
 
 def test_the_page_routes_are_csrf_protected_posts_and_own_their_chats(app, chat, fake_model):

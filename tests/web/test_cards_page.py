@@ -16,12 +16,9 @@ from werkzeug.datastructures import MultiDict
 from app.chat.models import Message, Run
 from app.web.cards import card_view, parse_answer, parse_confirmation
 from app.workspace.models import Character, ImagePreset, Offer, Persona, VisualAsset
-from tests.chat.conftest import ChatDriver
+from tests.factories import add_conversation, add_offer, add_user
 from tests.fake_model import Turn, text, tool_use
 from tests.web.helpers import (
-    add_conversation,
-    add_offer,
-    add_user,
     anonymous_csrf,
     assert_redirects_to_login,
     database,
@@ -35,16 +32,9 @@ ATTR_XSS = '" onmouseover="alert(1)'
 
 
 @pytest.fixture
-def app(make_app, fake_model):
+def app(app_on_fake_model):
     """These tests talk to the fake model server."""
-    return make_app(anthropic_base_url=fake_model.base_url)
-
-
-@pytest.fixture
-def chat(app, auth):
-    auth.create()
-    auth.login()
-    return ChatDriver(app, auth.client, auth)
+    return app_on_fake_model
 
 
 @pytest.fixture

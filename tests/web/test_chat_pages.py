@@ -6,14 +6,8 @@ import pytest
 
 from app.chat.models import Conversation, Message
 from app.chat.rows import insert_message
-from tests.web.helpers import (
-    add_conversation,
-    count,
-    database,
-    fetch,
-    redirect_path,
-    snapshot,
-)
+from tests.factories import add_conversation
+from tests.web.helpers import count, database, fetch, redirect_path, snapshot
 
 HTMX = {"HX-Request": "true"}
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from app.accounts.models import ApiToken, User
-from app.workspace.demo import DEMO_EMAIL, DEMO_PASSWORD
 from app.workspace.models import Offer, Persona
+from app.workspace.seed import DEMO_EMAIL, DEMO_PASSWORD
 from tests.conftest import csrf_token_from
-from tests.web.helpers import add_user, bearer, count, sha256, snapshot
+from tests.factories import add_user
+from tests.web.helpers import bearer, count, sha256, snapshot
 
 
 def can_log_in(app, email, password) -> bool:
@@ -114,7 +115,8 @@ def test_create_token_with_scopes_and_expiry(app, runner):
 
     from app.accounts.models import ApiToken
     from app.db import utcnow
-    from tests.web.helpers import add_user, bearer, database
+    from tests.factories import add_user
+    from tests.web.helpers import bearer, database
 
     add_user(app, "ada@example.com")
     result = runner.invoke(

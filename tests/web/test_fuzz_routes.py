@@ -18,7 +18,7 @@ from werkzeug.routing import AnyConverter, IntegerConverter
 
 from app.chat.rows import insert_message
 from tests.conftest import AuthActions
-from tests.web.helpers import add_conversation, add_offer, add_persona, add_token
+from tests.factories import add_conversation, add_offer, add_persona, add_token
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 SKIPPED_PREFIXES = ("/static/", "/ws/")

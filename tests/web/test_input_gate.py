@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from app.chat.models import Message
-from tests.web.helpers import add_conversation, count, json_error, snapshot
+from tests.factories import add_conversation
+from tests.web.helpers import count, json_error, snapshot
 
 HUGE_IDS = [str(2**63), str(2**63 + 1), str(10**30), "-1", "-9223372036854775809"]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import PASSWORD
-from tests.web.helpers import add_user, anonymous_csrf, redirect_path
+from tests.factories import add_user
+from tests.web.helpers import anonymous_csrf, redirect_path
 
 PROXY = "10.9.9.9"
 

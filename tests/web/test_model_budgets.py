@@ -12,8 +12,8 @@ import time
 import pytest
 
 from app.agents.onboarding import starter_writers
-from tests.chat.conftest import ChatDriver
 from tests.conftest import AuthActions
+from tests.factories import ChatDriver
 from tests.fake_model import Turn, text, tool_use
 from tests.web.helpers import json_error
 

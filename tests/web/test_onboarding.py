@@ -19,15 +19,9 @@ from app.accounts.models import User
 from app.accounts.onboarding import DEFAULT_STARTERS
 from app.agents.onboarding import UNTRUSTED_NOTE
 from app.chat.models import Message
+from tests.factories import add_conversation, add_user
 from tests.fake_model import Turn, api_error, text
-from tests.web.helpers import (
-    add_conversation,
-    add_user,
-    alerts,
-    anonymous_csrf,
-    database,
-    redirect_path,
-)
+from tests.web.helpers import alerts, anonymous_csrf, database, redirect_path
 
 HTMX = {"HX-Request": "true"}
 STARTERS = [
@@ -39,8 +33,8 @@ STARTERS = [
 
 
 @pytest.fixture
-def app(make_app, fake_model):
-    return make_app(anthropic_base_url=fake_model.base_url)
+def app(app_on_fake_model):
+    return app_on_fake_model
 
 
 def sign_up(client, email="new@example.com") -> None:

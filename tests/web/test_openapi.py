@@ -13,7 +13,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from app.web.openapi import openapi_document
-from tests.web.helpers import add_conversation, add_offer, add_persona, add_token, add_user
+from tests.factories import add_conversation, add_offer, add_persona, add_token, add_user
 
 # CI runs a short pass; `make fuzz` a long one.
 EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "12"))

@@ -10,7 +10,8 @@ from datetime import date, datetime, timedelta
 from app.chat.models import Message
 from app.chat.rows import insert_message
 from app.web.times import day_label, utc_clock, utc_day, utc_iso
-from tests.web.helpers import add_conversation, database
+from tests.factories import add_conversation
+from tests.web.helpers import database
 
 
 def _rows(app, conversation_id, *rows):

@@ -11,7 +11,8 @@ from app.chat.models import Message
 from app.chat.rows import insert_message
 from app.memory.models import UserMemory
 from app.workspace.models import Output, VisualAsset
-from tests.web.helpers import add_conversation, add_token, bearer, database
+from tests.factories import add_conversation, add_token
+from tests.web.helpers import bearer, database
 
 CARD = {
     "kind": "questionnaire",

@@ -9,7 +9,7 @@ import re
 from app.chat.models import Conversation
 from app.chat.prompt import build_system_prompt
 from app.chat.toolset import capability_notes, tools_for_step
-from tests.chat.conftest import ChatDriver
+from tests.factories import ChatDriver
 from tests.fake_model import Turn, text
 
 

@@ -8,9 +8,8 @@ import time
 
 from app.accounts.models import User
 from tests.conftest import PASSWORD, csrf_token_from
+from tests.factories import add_conversation, add_user
 from tests.web.helpers import (
-    add_conversation,
-    add_user,
     anonymous_csrf,
     assert_redirects_to_login,
     fetch,

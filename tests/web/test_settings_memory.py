@@ -13,15 +13,16 @@ from sqlalchemy import select
 from app.memory.models import MemoryChange
 from app.memory.store import MAX_FACTS, MAX_INSTRUCTIONS_CHARS, Operation, apply_operations
 from tests.conftest import PASSWORD, csrf_token_from
+from tests.factories import add_user
 from tests.fake_model import Turn, api_error, text
-from tests.web.helpers import add_user, alerts, database, redirect_path, snapshot
+from tests.web.helpers import alerts, database, redirect_path, snapshot
 
 HTMX = {"HX-Request": "true"}
 
 
 @pytest.fixture
-def app(make_app, fake_model):
-    return make_app(anthropic_base_url=fake_model.base_url)
+def app(app_on_fake_model):
+    return app_on_fake_model
 
 
 @pytest.fixture

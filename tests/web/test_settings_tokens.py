@@ -10,9 +10,8 @@ from sqlalchemy import select
 
 from app.accounts.models import ApiToken
 from app.chat.models import Conversation
+from tests.factories import add_conversation, add_token
 from tests.web.helpers import (
-    add_conversation,
-    add_token,
     alerts,
     bearer,
     count,

@@ -14,8 +14,8 @@ import simple_websocket
 
 import app.web.sockets as sockets
 from app.chat.rows import insert_message
+from tests.factories import add_conversation, add_token, add_user
 from tests.live import LiveServer
-from tests.web.helpers import add_conversation, add_token, add_user
 
 
 @pytest.fixture

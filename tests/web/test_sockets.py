@@ -17,8 +17,8 @@ from tests.live import LiveServer
 
 
 @pytest.fixture
-def app(make_app, fake_model):
-    return make_app(anthropic_base_url=fake_model.base_url)
+def app(app_on_fake_model):
+    return app_on_fake_model
 
 
 @pytest.fixture

@@ -12,16 +12,8 @@ from app.accounts.models import ApiToken
 from app.chat.models import Conversation
 from app.db import utcnow
 from tests.conftest import PASSWORD
-from tests.web.helpers import (
-    add_conversation,
-    add_token,
-    add_user,
-    bearer,
-    count,
-    fetch,
-    json_error,
-    redirect_path,
-)
+from tests.factories import add_conversation, add_token, add_user
+from tests.web.helpers import bearer, count, fetch, json_error, redirect_path
 
 HTMX = {"HX-Request": "true"}
 

@@ -17,8 +17,9 @@ import app.workspace.attachments as attachments
 from app.chat.models import Message
 from app.workspace.models import Attachment
 from tests.conftest import AuthActions
+from tests.factories import add_conversation, add_token, add_user
 from tests.live import LiveServer
-from tests.web.helpers import add_conversation, add_token, add_user, count
+from tests.web.helpers import count
 
 
 def heavy_pdf(pages: int, operations: int) -> bytes:

@@ -6,18 +6,8 @@ import pytest
 from sqlalchemy import select
 
 from app.workspace.models import Offer, Persona
-from tests.web.helpers import (
-    add_offer,
-    add_persona,
-    add_token,
-    alerts,
-    bearer,
-    count,
-    database,
-    fetch,
-    redirect_path,
-    snapshot,
-)
+from tests.factories import add_offer, add_persona, add_token
+from tests.web.helpers import alerts, bearer, count, database, fetch, redirect_path, snapshot
 
 GOOD_OFFER = {
     "name": "Calm Mornings",

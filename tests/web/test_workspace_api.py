@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from app.workspace.models import Campaign, Character, Output, Persona, VisualAsset
-from tests.web.helpers import add_offer, add_persona, bearer, database
+from tests.factories import add_offer, add_persona
+from tests.web.helpers import bearer, database
 
 
 def _add(app, item):

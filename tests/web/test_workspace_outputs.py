@@ -11,9 +11,8 @@ import pytest
 
 from app.db import utcnow
 from app.workspace.models import Output, VisualAsset
+from tests.factories import add_conversation, add_offer
 from tests.web.helpers import (
-    add_conversation,
-    add_offer,
     anonymous_csrf,
     assert_redirects_to_login,
     count,

@@ -1,4 +1,4 @@
-"""The demo account and workspace that `make run` creates on an empty database."""
+"""Seed data: the demo account and workspace that `make run` creates on an empty database."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from sqlalchemy.orm import Session
 
 from app.accounts.models import User
 from app.accounts.service import create_user
-from app.agents.guidelines import ensure_seeded
 from app.workspace.models import ImagePreset, Offer, Persona, VisualAsset
 
 DEMO_EMAIL = "demo@loopdesk.local"
@@ -123,9 +122,8 @@ def seed_workspace(session: Session, user: User) -> None:
 def seed_demo(session: Session) -> tuple[User, bool]:
     """Create the demo admin and workspace when no account exists yet.
 
-    Returns the demo user and whether anything was created. The shared guidelines are
-    seeded here too when the database never had any."""
-    ensure_seeded(session)
+    Returns the demo user and whether anything was created. (The shared guidelines are
+    the agents' business: the CLI seeds them beside this.)"""
     existing = session.scalar(select(User).where(User.email == DEMO_EMAIL))
     if existing is not None or session.scalar(select(func.count()).select_from(User)):
         seed_presets(session)

@@ -1,0 +1,268 @@
+"""The host loop's tool calls: running them (a held call waits for the person's
+confirmation), asking the person (a card pauses the run), the approved call carried out
+once, and their results persisted as the rows the model and the person read. A part of
+`HostLoop` (app/chat/loop.py), which it is mixed into."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from app import events as ev
+from app.chat.conversations import row_dict
+from app.chat.models import CardStatus, Message, RowKind
+from app.chat.provenance import stamped
+from app.chat.rows import insert_message, insert_tool_result
+from app.chat.run_log import elapsed_ms
+from app.chat.runs import awaiting_approval
+from app.chat.search import index_row
+from app.chat.shapes import Card
+from app.chat.taint import held_for_approval
+from app.chat.toolset import switch_phase, widen_to_build
+from app.llm.client import AssistantTurn
+from app.tools.context import ToolContext
+from app.tools.invoke import invoke
+from app.tools.registry import Tool
+from app.tools.results import Pause, ToolResult
+
+ONE_QUESTION = (
+    "Only one question can be asked at a time; this one was not shown. "
+    "Ask it again after the person answers."
+)
+
+
+class ToolCalls:
+    """HostLoop's tool calls (it provides services, the run's ids, emit, the run log and
+    steps, and the taint state these read)."""
+
+    def persist_tool_result(
+        self,
+        session,
+        tool_use: dict,
+        tool_name: str,
+        result: ToolResult,
+        untrusted: list[dict[str, Any]] | None = None,
+    ) -> list[Message]:
+        """The hidden result row the model reads, plus any rows shown to the person."""
+        rows = [
+            insert_message(
+                session,
+                self.conversation_id,
+                role="assistant",
+                kind=visible["kind"],
+                content=visible.get("content", ""),
+                meta=visible.get("meta", {}),
+            )
+            for visible in result.visible_rows
+        ]
+        rows.append(
+            insert_tool_result(
+                session,
+                self.conversation_id,
+                tool_use["id"],
+                tool_name,
+                result.content,
+                is_error=result.is_error,
+                untrusted=untrusted,
+            )
+        )
+        return rows
+
+    def run_tools(self, turn: AssistantTurn, assistant_row: Message) -> bool:
+        """Run every tool call of the turn; at most one of them may ask the person (a UI
+        tool, or a call held for confirmation), and that one is asked last. True when
+        the run pauses on it."""
+        question: tuple[dict, Tool, Pause | None] | None = None
+        for tool_use in turn.tool_uses:
+            self.check_cancelled()
+            tool = self.services.tools.get(tool_use["name"])
+            if tool is not None and tool.category == "ui":
+                held: Pause | None = None
+            else:
+                held = self.call_tool(tool_use, tool)
+                if held is None:
+                    continue
+            if question is None:
+                question = (tool_use, tool, held)
+                continue
+            self.record_result(tool_use, tool.name, ToolResult(ONE_QUESTION, is_error=True))
+        if question is None:
+            return False
+        return self.ask(*question, assistant_row=assistant_row)
+
+    def call_tool(self, tool_use: dict, tool: Tool | None) -> Pause | None:
+        """Run one call and persist its result; a call that must be confirmed first comes
+        back as its confirmation card instead."""
+        name = tool_use["name"]
+        if tool is None:
+            self.record_result(tool_use, name, ToolResult(f"There is no tool named {name}.", True))
+            return None
+        checked = tool.checked_input(tool_use.get("input"))
+        if checked.problem:
+            self.record_result(tool_use, name, ToolResult(checked.problem, True), checked.coerced)
+            return None
+        if self.tainted:
+            held = held_for_approval(tool, checked.arguments, self.typed_urls)
+            if held is not None:
+                return held
+        stage = "resolving_context" if tool.category == "read" else None
+        if stage:
+            self.emit(ev.Timeline(self.run_id, stage, "started", detail=name))
+        started = time.monotonic()
+        with self.services.database.session() as session:
+            context = self.tool_context(session, tool_use)
+            with stamped(session, context):
+                outcome = invoke(tool, context, checked.arguments)
+            if tool.phase == "build" and not (isinstance(outcome, ToolResult) and outcome.is_error):
+                widen_to_build(session, self.conversation_id)
+            if isinstance(outcome, Pause):
+                session.commit()
+                return outcome
+            # The tool's own writes and its result rows commit together.
+            untrusted = self.read_untrusted(tool, outcome, context)
+            rows = self.persist_tool_result(session, tool_use, name, outcome, untrusted)
+            self.touch_conversation(session)
+            self.ensure_running(session)
+            session.commit()
+        self.log_tool_call(tool_use, name, checked.arguments, outcome, started, checked.coerced)
+        if tool.billable and not outcome.is_error:
+            self.billable_calls += 1
+        if stage:
+            self.emit(ev.Timeline(self.run_id, stage, "done", detail=name))
+        self.emit_visible(rows)
+        return None
+
+    def record_result(
+        self, tool_use: dict, name: str, result: ToolResult, coerced: tuple[str, ...] = ()
+    ) -> None:
+        with self.services.database.session() as session:
+            self.persist_tool_result(session, tool_use, name, result)
+            self.ensure_running(session)
+            session.commit()
+        self.log_tool_call(tool_use, name, tool_use.get("input"), result, time.monotonic(), coerced)
+
+    def log_tool_call(
+        self,
+        tool_use: dict,
+        name: str,
+        arguments: Any,
+        result: ToolResult,
+        started: float,
+        coerced: tuple[str, ...] = (),
+    ) -> None:
+        self.run_log.tool_call(
+            name,
+            tool_use["id"],
+            arguments,
+            result.content,
+            result.is_error,
+            elapsed_ms(started),
+            coerced=coerced,
+        )
+        self.steps.tool_call(name, result, elapsed_ms(started))
+
+    def ask(self, tool_use: dict, tool: Tool, held: Pause | None, assistant_row: Message) -> bool:
+        """Show the card and pause: a UI tool's question, or a held call's confirmation.
+        A tool that cannot ask (bad input, nothing to choose from) answers the model with
+        an error instead, and the loop goes on."""
+        started = time.monotonic()
+        coerced: tuple[str, ...] = ()
+        with self.services.database.session() as session:
+            outcome: ToolResult | Pause | None = held
+            if outcome is None:
+                checked = tool.checked_input(tool_use.get("input"))
+                coerced = checked.coerced
+                if checked.problem:
+                    outcome = ToolResult(checked.problem, is_error=True)
+                else:
+                    context = self.tool_context(session, tool_use)
+                    outcome = invoke(tool, context, checked.arguments)
+            if not isinstance(outcome, Pause):
+                if not outcome.is_error:
+                    outcome = ToolResult(f"{tool.name} did not produce a question.", True)
+                self.persist_tool_result(session, tool_use, tool.name, outcome)
+                session.commit()
+                self.log_tool_call(
+                    tool_use, tool.name, tool_use.get("input"), outcome, started, coerced
+                )
+                return False
+            card: Card = {
+                **outcome.card,
+                "toolUseId": tool_use["id"],
+                "tool": tool.name,
+                "status": CardStatus.AWAITING,
+            }
+            row = session.get(Message, assistant_row.id)
+            row.kind = RowKind.CARD
+            row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
+            index_row(session, row)  # shown from now on
+            self.touch_conversation(session)
+            self.ensure_running(session)
+            session.commit()
+        asked = ToolResult({"card shown": card})
+        self.log_tool_call(tool_use, tool.name, tool_use.get("input"), asked, started, coerced)
+        self.emit(ev.ToolCallCard(self.run_id, tool_use["id"], tool.name, card))
+        self.emit(ev.RowPersisted(row_dict(row), self.run_id))
+        return True
+
+    def settle_approved_call(self) -> bool:
+        """A confirmation the person approved runs now, with the exact arguments on the
+        card, exactly once: whatever the outcome (a failure is an error result), the card
+        is marked executed in the transaction that writes its result."""
+        started = time.monotonic()
+        with self.services.database.session() as session:
+            row = awaiting_approval(session, self.conversation_id)
+            if row is None:
+                return False
+            card: Card = row.meta["card"]
+            tool = self.services.tools.get(card["tool"])
+            tool_use = {"id": card["toolUseId"], "name": card["tool"]}
+            if tool is None:
+                result = ToolResult(
+                    f"The approved action {card['tool']} is no longer available here, so it "
+                    "was not carried out. Tell the person.",
+                    is_error=True,
+                )
+            else:
+                context = self.tool_context(session, tool_use)
+                with stamped(session, context):
+                    outcome = invoke(tool, context, card["arguments"], approved=True)
+                result = outcome if isinstance(outcome, ToolResult) else _as_result(outcome)
+            untrusted = self.read_untrusted(tool, result, None if tool is None else context)
+            row = session.get(Message, row.id)
+            row.meta = {**row.meta, "card": {**row.meta["card"], "executed": True}}
+            rows = self.persist_tool_result(session, tool_use, card["tool"], result, untrusted)
+            self.ensure_running(session)
+            session.commit()
+        self.log_tool_call(tool_use, card["tool"], card["arguments"], result, started)
+        if tool is not None and tool.billable and not result.is_error:
+            self.billable_calls += 1
+        self.emit_visible(rows)
+        return True
+
+    def emit_visible(self, rows: list[Message]) -> None:
+        for row in rows:
+            if not row.hidden:
+                self.emit(ev.RowPersisted(row_dict(row), self.run_id))
+
+    def tool_context(self, session, tool_use: dict) -> ToolContext:
+        return ToolContext(
+            session=session,
+            user_id=self.user_id,
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            services=self.services,
+            emit=self.emit,
+            tool_use_id=tool_use["id"],
+            should_stop=self.is_cancelled,
+            untrusted_sources=list(self.sources),
+            switch_phase=lambda phase: switch_phase(session, self.conversation_id, phase),
+        )
+
+
+def _as_result(value: Any) -> ToolResult:
+    if isinstance(value, ToolResult):
+        return value
+    if isinstance(value, Pause):
+        return ToolResult("This tool can only be used as a question card.", is_error=True)
+    return ToolResult(value)
