@@ -125,6 +125,8 @@ class Settings:
     worker_threads: int = 256
     # `gevent`: runs are greenlets (hundreds per process); `threads`: an OS thread each.
     worker_pool: str = "gevent"
+    # What `make run` serves with: `gunicorn` (one gevent worker) or `flask` (threaded).
+    make_run_server: str = "gunicorn"
     # The Dramatiq queue runs go to (separate deployments sharing a Redis use different ones).
     run_queue: str = "loopdesk-runs"
     fetch_allow_hosts: tuple[str, ...] = ()
@@ -196,6 +198,10 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         raise ValueError(f"MODEL_PROVIDER must be 'anthropic' or 'demo', got {provider!r}")
     if (env.get("WORKER_POOL") or "gevent") not in {"gevent", "threads"}:
         raise ValueError(f"WORKER_POOL must be 'gevent' or 'threads', got {env['WORKER_POOL']!r}")
+    if (env.get("MAKE_RUN_SERVER") or "gunicorn") not in {"gunicorn", "flask"}:
+        raise ValueError(
+            f"MAKE_RUN_SERVER must be 'gunicorn' or 'flask', got {env['MAKE_RUN_SERVER']!r}"
+        )
     executor = env.get("RUN_EXECUTOR") or "thread"
     if executor not in {"thread", "dramatiq"}:
         raise ValueError(f"RUN_EXECUTOR must be 'thread' or 'dramatiq', got {executor!r}")
@@ -230,6 +236,7 @@ def load_settings(overrides: dict | None = None, env: dict | None = None) -> Set
         chat_titles=_bool(env.get("CHAT_TITLES"), True),
         worker_threads=_int(env, "WORKER_THREADS", 256),
         worker_pool=env.get("WORKER_POOL") or "gevent",
+        make_run_server=env.get("MAKE_RUN_SERVER") or "gunicorn",
         run_queue=env.get("RUN_QUEUE") or "loopdesk-runs",
         fetch_allow_hosts=tuple(
             h.strip() for h in (env.get("FETCH_ALLOW_HOSTS") or "").split(",") if h.strip()
@@ -441,6 +448,11 @@ DOCUMENTED_SETTINGS: tuple[Documented, ...] = (
         "WORKER_POOL",
         "runs one `flask worker` executes at once; `gevent` or `threads`",
         field="worker_pool",
+    ),
+    Documented(
+        "MAKE_RUN_SERVER",
+        "what `make run` serves with: `gunicorn` (one gevent worker, `gunicorn.conf.py`, as in production; Flask's server where gevent cannot be imported) or `flask` (Flask's threaded server)",
+        field="make_run_server",
     ),
     Documented("RUN_QUEUE", "the Dramatiq queue", field="run_queue"),
     Documented("REDIS_PREFIX", "namespaces Redis keys and channels", field="redis_prefix"),
