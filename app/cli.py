@@ -100,6 +100,7 @@ def serve_threaded(app: Flask) -> None:
     settings = app.config["LOOPDESK"]
     services = app.extensions["services"]
     sweeper = StaleSweeper(services.database, services.hub, settings.stale_seconds).start()
+    services.model.connect_soon()
     try:
         # Flask refuses app.run() inside a CLI command; run_simple is what it would call.
         run_simple(settings.host, settings.port, app, threaded=True)

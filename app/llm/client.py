@@ -331,6 +331,13 @@ class ModelClient:
         self._connect = connect
         self._connecting = threading.Lock()
 
+    def connect_soon(self, delay: float = 1.0) -> None:
+        """Import the SDK and make its client in the background after `delay` seconds: a
+        server's first model call then does not wait for them, nor its first page."""
+        timer = threading.Timer(delay, lambda: self.anthropic)
+        timer.daemon = True
+        timer.start()
+
     @property
     def anthropic(self) -> anthropic.Anthropic:
         if self._anthropic is None:
