@@ -86,6 +86,9 @@ def start_worker(services, threads: int) -> None:
     )
     broker = make_broker(services.settings)
     declare_actor(broker, services.settings)
+    # A worker is there to call the model: the SDK (imported at first use, app/llm/
+    # client.py) and its client are made before the first run, not inside it.
+    services.model.anthropic  # noqa: B018
     # The Redis consumer polls an idle queue with backoff up to worker_timeout: keep it
     # short, or a person waits up to a second before their run starts.
     worker = dramatiq.Worker(
