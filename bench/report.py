@@ -197,6 +197,13 @@ def relay_notes(result: dict) -> list[str]:
                 f"{case['completed']}/{case['streams']} completed, errors {case['errors'] or 'none'}"
             )
     for case in result.get("relay", []):
+        if case.get("workers_cpu_ms_per_1k_tokens") is not None:
+            notes.append(
+                f"{case['variant']} {case['format']} {case['streams']} streams: CPU ms per 1k "
+                f"tokens, web {ms(case['web_cpu_ms_per_1k_tokens'])}, workers "
+                f"{ms(case['workers_cpu_ms_per_1k_tokens'])}"
+            )
+    for case in result.get("relay", []):
         if case["streams"] == max(result.get("levels", [0])):
             notes.append(
                 f"{case['variant']} {case['format']} at {case['streams']} streams: server "
