@@ -314,6 +314,10 @@ def _model_error(error: anthropic.APIStatusError) -> ModelError:
     )
 
 
+def _import_sdk() -> None:
+    import anthropic  # noqa: F401
+
+
 class ModelClient:
     """Streams one model call and returns the assembled assistant turn."""
 
@@ -331,12 +335,19 @@ class ModelClient:
         self._connect = connect
         self._connecting = threading.Lock()
 
-    def connect_soon(self, delay: float = 1.0) -> None:
-        """Import the SDK and make its client in the background after `delay` seconds: a
-        server's first model call then does not wait for them, nor its first page."""
-        timer = threading.Timer(delay, lambda: self.anthropic)
-        timer.daemon = True
-        timer.start()
+    def connect_soon(self) -> None:
+        """Import the SDK now, in an OS thread of its own, so that a server's first model
+        call does not wait for it while its pages are served meanwhile (under gevent a
+        thread from gevent's pool: a greenlet would hold the worker's loop for the whole
+        import). The client itself is made at the first call."""
+        try:
+            from gevent import get_hub, monkey
+        except ImportError:
+            monkey = None
+        if monkey is not None and monkey.is_module_patched("threading"):
+            get_hub().threadpool.spawn(_import_sdk)
+        else:
+            threading.Thread(target=_import_sdk, name="sdk-import", daemon=True).start()
 
     @property
     def anthropic(self) -> anthropic.Anthropic:
