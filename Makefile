@@ -30,10 +30,9 @@ $(VENDOR)/.installed: package.json package-lock.json
 	cp node_modules/htmx-ext-ws/dist/ws.js $(VENDOR)/ws.js
 	touch $@
 
+# One process: migrations, the demo seed, then gunicorn with one gevent worker (make_run.py).
 run: setup
-	$(FLASK) db upgrade
-	$(FLASK) seed-demo
-	$(FLASK) serve
+	$(PY) make_run.py
 
 # Debian's Chromium for the browser tests; Playwright never downloads a browser here.
 browser:

@@ -22,10 +22,12 @@ errorlog = "-"
 
 
 def post_worker_init(worker):
-    """Every web process sweeps for stale runs (jittered; overlap is harmless)."""
+    """Every web process sweeps for stale runs (jittered; overlap is harmless), and makes
+    its model client once it serves (the SDK is imported at first use, app/llm/client.py)."""
     from app.chat.stale import StaleSweeper
 
     services = worker.wsgi.extensions["services"]
     worker.stale_sweeper = StaleSweeper(
         services.database, services.hub, services.settings.stale_seconds
     ).start()
+    services.model.connect_soon()

@@ -73,10 +73,7 @@ def create_token_command(
         click.echo(raw)
 
 
-@click.command("seed-demo")
-@with_appcontext
-def seed_demo_command() -> None:
-    """Create the demo admin and workspace on an empty database."""
+def _seed_demo() -> None:
     with _session() as session:
         # The shared guidelines too, when the database never had any.
         ensure_seeded(session)
@@ -88,22 +85,49 @@ def seed_demo_command() -> None:
         click.echo(f"Log in as {DEMO_EMAIL} with password {DEMO_PASSWORD}")
 
 
-@click.command("serve")
+@click.command("seed-demo")
 @with_appcontext
-def serve_command() -> None:
-    """Serve with Flask's threaded server on HOST:PORT (the embedded default)."""
-    settings = current_app.config["LOOPDESK"]
+def seed_demo_command() -> None:
+    """Create the demo admin and workspace on an empty database."""
+    _seed_demo()
+
+
+def _greet(settings) -> None:
     click.echo(f"Loopdesk is running on http://{settings.host}:{settings.port}")
     click.echo(f"Demo login (if you did not change it): {DEMO_EMAIL} / {DEMO_PASSWORD}")
     if settings.uses_demo_model:
         click.echo("No model configured: replies come from the built-in demo model.")
-    services = current_app.extensions["services"]
+
+
+def serve_threaded(app: Flask) -> None:
+    settings = app.config["LOOPDESK"]
+    services = app.extensions["services"]
     sweeper = StaleSweeper(services.database, services.hub, settings.stale_seconds).start()
+    services.model.connect_soon()
     try:
         # Flask refuses app.run() inside a CLI command; run_simple is what it would call.
-        run_simple(settings.host, settings.port, current_app._get_current_object(), threaded=True)
+        run_simple(settings.host, settings.port, app, threaded=True)
     finally:
         sweeper.stop()
+
+
+@click.command("serve")
+@with_appcontext
+def serve_command() -> None:
+    """Serve with Flask's threaded server on HOST:PORT."""
+    _greet(current_app.config["LOOPDESK"])
+    serve_threaded(current_app._get_current_object())
+
+
+def prepare_and_greet(app: Flask) -> None:
+    """What `make run` (make_run.py) does before serving, in its own process: migrations
+    and the demo seed, then how to log in."""
+    from flask_migrate import upgrade
+
+    with app.app_context():
+        upgrade()
+        _seed_demo()
+    _greet(app.config["LOOPDESK"])
 
 
 @click.command("worker")

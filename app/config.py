@@ -288,6 +288,12 @@ class Settings:
     worker_threads: int = setting(256, "WORKER_THREADS", _WORKER)
     # `gevent`: runs are greenlets (hundreds per process); `threads`: an OS thread each.
     worker_pool: str = setting("gevent", "WORKER_POOL", _WORKER, choices=("gevent", "threads"))
+    make_run_server: str = setting(
+        "gunicorn",
+        "MAKE_RUN_SERVER",
+        "what `make run` serves with: `gunicorn` (one gevent worker, `gunicorn.conf.py`, as in production; Flask's server where gevent cannot be imported) or `flask` (Flask's threaded server)",
+        choices=("gunicorn", "flask"),
+    )
     # Separate deployments sharing a Redis use different queues.
     run_queue: str = setting("loopdesk-runs", "RUN_QUEUE", "the Dramatiq queue")
     # Namespaces every Redis key and channel (deployments or tests sharing one Redis).

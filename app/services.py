@@ -46,14 +46,16 @@ class Services:
 
 
 def model_client(settings: Settings) -> ModelClient:
-    http_client = None
     if settings.uses_demo_model:
-        from app.llm.demo import DemoTransport
-
         # The demo model answers through the same SDK code path, over an in-process transport.
-        http_client = httpx.Client(transport=DemoTransport())
-        return ModelClient(settings, make_anthropic(_demo_settings(settings), http_client))
-    return ModelClient(settings, make_anthropic(settings, http_client))
+        return ModelClient(settings, connect=lambda: _demo_anthropic(settings))
+    return ModelClient(settings, connect=lambda: make_anthropic(settings))
+
+
+def _demo_anthropic(settings: Settings):
+    from app.llm.demo import DemoTransport
+
+    return make_anthropic(_demo_settings(settings), httpx.Client(transport=DemoTransport()))
 
 
 def _demo_settings(settings: Settings) -> Settings:

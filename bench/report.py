@@ -9,7 +9,7 @@ import platform
 import subprocess
 from pathlib import Path
 
-from bench.servers import MINIMAL
+from bench.servers import MAKE_RUN, MINIMAL
 
 # Chainlit 2.12 relaying the same streams (issue 10, measured on this kind of machine).
 CHAINLIT_P99_MS = {1: 9.1, 20: 96.0, 100: 1306.0, 200: 7828.0}
@@ -195,6 +195,13 @@ def relay_notes(result: dict) -> list[str]:
             notes.append(
                 f"{case['variant']} {case['format']} {case['streams']} streams: "
                 f"{case['completed']}/{case['streams']} completed, errors {case['errors'] or 'none'}"
+            )
+    for case in result.get("relay", []):
+        if case.get("workers_cpu_ms_per_1k_tokens") is not None:
+            notes.append(
+                f"{case['variant']} {case['format']} {case['streams']} streams: CPU ms per 1k "
+                f"tokens, web {ms(case['web_cpu_ms_per_1k_tokens'])}, workers "
+                f"{ms(case['workers_cpu_ms_per_1k_tokens'])}"
             )
     for case in result.get("relay", []):
         if case["streams"] == max(result.get("levels", [0])):
@@ -593,6 +600,95 @@ def budget_table(results: dict) -> str:
     return table(["budget (issue 10)", "status", "measured"], rows, text_columns=3)
 
 
+# --- the budget of issue 22 ----------------------------------------------------------------
+
+
+def startup_budget(startup: dict) -> dict:
+    budget = "`make run` warm start to first response within 1.5x of one bare import of the app"
+    if not startup:
+        return _line(budget, [], [], "startup not measured")
+    text = (
+        f"{startup['warm_median_seconds']:.2f} vs {startup['bare_import_median_seconds']:.2f} s "
+        f"({startup['ratio']:.2f}x; served by {startup['server'] or 'unknown'})"
+    )
+    return _line(budget, [text] if startup["ratio"] > 1.5 else [], [text])
+
+
+def make_run_cpu_budget(serving: dict) -> dict:
+    budget = (
+        "Server CPU per 1,000 tokens on `make run`'s default server at 20 and 100 streams "
+        "at most 1.5x the minimal relay's"
+    )
+    minimal = minimal_cases(serving)
+    misses, measured, unmeasured = [], [], []
+    for streams in (20, 100):
+        case, floor = _relay_case(serving, MAKE_RUN, streams), minimal.get(streams)
+        if case is None or floor is None or not floor["server_cpu_ms_per_1k_tokens"]:
+            unmeasured.append(f"{streams} streams")
+            continue
+        cpu, floor_cpu = case["server_cpu_ms_per_1k_tokens"], floor["server_cpu_ms_per_1k_tokens"]
+        text = f"{streams}: {ms(cpu)} vs {ms(floor_cpu)} ms ({cpu / floor_cpu:.2f}x)"
+        (misses if cpu > 1.5 * floor_cpu else measured).append(text)
+        if case["completed"] < case["streams"]:
+            misses.append(f"{streams}: {case['completed']}/{case['streams']} streams completed")
+    return _line(budget, misses, measured, unmeasured=unmeasured)
+
+
+# First frame (issue 22): `make run`'s default server on SQLite, production's on PostgreSQL.
+FIRST_FRAME_22 = ((MAKE_RUN, "sqlite"), ("gunicorn-pg", "postgresql"))
+
+
+def budget_22_lines(results: dict) -> list[dict]:
+    serving = results.get("serving", {})
+    lines = [startup_budget(results.get("startup", {}))]
+    if not serving:
+        return lines
+    lines += [make_run_cpu_budget(serving), dramatiq_budget(serving)]
+    frames = {(c["variant"], c["database"]): c for c in serving.get("first_frame", [])}
+    for line in first_frame_budgets(
+        {"first_frame": [frames[key] for key in FIRST_FRAME_22 if key in frames]}
+    ):
+        lines.append(line)
+    judged = {key for key in FIRST_FRAME_22 if key in frames}
+    for variant, database in FIRST_FRAME_22:
+        if (variant, database) not in judged:
+            budget = (
+                "First frame at most 25 ms p50 over the model's own time to first token "
+                f"({variant}, {database})"
+            )
+            lines.append(_line(budget, [], [], "not measured"))
+    return lines
+
+
+def budget_22_table(results: dict) -> str:
+    rows = [[line["budget"], line["status"], line["detail"]] for line in budget_22_lines(results)]
+    return table(["budget (issue 22)", "status", "measured"], rows, text_columns=3)
+
+
+def startup_table(startup: dict) -> str:
+    rows = [
+        [
+            startup["server"] or "unknown",
+            f"{startup['cold_seconds']:.2f}",
+            " / ".join(f"{s:.2f}" for s in startup["warm_seconds"]),
+            f"{startup['warm_median_seconds']:.2f}",
+            " / ".join(f"{s:.2f}" for s in startup["bare_import_seconds"]),
+            f"{startup['bare_import_median_seconds']:.2f}",
+            ratio(startup["ratio"]),
+        ]
+    ]
+    header = [
+        "server",
+        "cold start s",
+        "warm starts s",
+        "warm median s",
+        "bare imports s",
+        "bare import median s",
+        "ratio",
+    ]
+    return table(header, rows)
+
+
 # --- the machine ---------------------------------------------------------------------------
 
 
@@ -805,6 +901,10 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
         "",
         budget_table(results),
         "",
+        "## Budget (issue 22)",
+        "",
+        budget_22_table(results),
+        "",
     ]
     if ANALYSIS.exists():
         # Written by hand: why a line misses (measured) and what was tried.
@@ -845,6 +945,19 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
             "time to first token (the same request read straight from it).",
             "",
             first_frame_table(serving),
+            "",
+        ]
+    startup = results.get("startup")
+    if startup:
+        out += [
+            "## Startup",
+            "",
+            "`make -s run` again on a set-up checkout (warm: installed, migrated, seeded), from "
+            'the command to its first answered `GET /login`, against `python -c "import '
+            'wsgi"` (process start to the import done); the two take turns, medians compared. The cold '
+            "start (migrations and the demo seed) is shown, not judged.",
+            "",
+            startup_table(startup),
             "",
         ]
     turn_start = results.get("turn_start")

@@ -227,10 +227,11 @@ def measure_floor(model: servers.Model, plan: Plan, streams: int) -> dict:
 
 
 def measure_relay(model, server: servers.Server, plan: Plan, fmt: str, streams: int) -> dict:
-    cpu = CpuWindow(
-        {"server": server.pids, "model": [model.process.pid], "client": [os.getpid()]},
-        threads_of=server.pids,
-    )
+    groups = {"server": server.pids, "model": [model.process.pid], "client": [os.getpid()]}
+    if len(server.pids) > 1:
+        # Where a multi-process variant spends it: the web server, and the run workers.
+        groups.update(web=server.pids[:1], workers=server.pids[1:])
+    cpu = CpuWindow(groups, threads_of=server.pids)
     idle_threads = servers.tree_threads(server.pids)
     idle_rss = servers.tree_rss(server.pids)
     load = os.getloadavg()[0]

@@ -25,7 +25,7 @@ def run_bench(tmp_path: Path, *args: str, timeout: int) -> subprocess.CompletedP
 
 
 def test_database_benchmarks_quick_on_sqlite_write_the_report(tmp_path):
-    completed = run_bench(tmp_path, "--only", "inserts,turn_start,search", timeout=90)
+    completed = run_bench(tmp_path, "--only", "inserts,turn_start,search,startup", timeout=150)
     assert "central path rows/s" in completed.stdout
     assert "turn start p50 ms" in completed.stdout
 
@@ -52,12 +52,17 @@ def test_database_benchmarks_quick_on_sqlite_write_the_report(tmp_path):
     for heading in (
         "## Machine",
         "## Budget (issue 10)",
+        "## Budget (issue 22)",
+        "## Startup",
         "## Turn start",
         "## Search",
         "## Inserts",
     ):
         assert heading in report
     assert "Central insert path within 1.5x of a plain INSERT (sqlite, 8 writers)" in report
+    startup = json.loads((tmp_path / "startup.json").read_text())
+    assert startup["warm_median_seconds"] > 0 and startup["bare_import_median_seconds"] > 0
+    assert "`make run` warm start to first response within 1.5x of one bare import" in report
     assert "Turn start at most 10 ms p50" in report
     assert "![turn start against conversation length](bench-turn-start.png)" in report
     assert (tmp_path / "docs" / "bench-turn-start.png").read_bytes().startswith(PNG_MAGIC)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import secrets
 from datetime import datetime
@@ -91,7 +92,7 @@ class User(Base):
 def dummy_password_check(password: str) -> None:
     """Spend the same time as a real check, so timing does not reveal unknown emails."""
     with contextlib.suppress(VerificationError, InvalidHashError):
-        _hasher.verify(_DUMMY_HASH, password)
+        _hasher.verify(_dummy_hash(), password)
 
 
 def spend_a_password_hash(password: str) -> None:
@@ -99,7 +100,11 @@ def spend_a_password_hash(password: str) -> None:
     _hasher.hash(password)
 
 
-_DUMMY_HASH = _hasher.hash("not-a-real-password")
+@functools.cache
+def _dummy_hash() -> str:
+    """Made at the first unknown-email login, not at import: an argon2 hash is a quarter
+    of a second that every process (`db upgrade`, a worker) would pay for nothing."""
+    return _hasher.hash("not-a-real-password")
 
 
 def end_sessions(user: User) -> None:

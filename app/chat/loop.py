@@ -99,7 +99,9 @@ class HostLoop(ToolCalls):
         """What the run needs to know before its first model call, read in the claiming
         transaction (every transaction saved is latency before the first token)."""
         self.approval_pending = awaiting_approval(session, self.conversation_id) is not None
-        self.sources = untrusted_sources(session, self.conversation_id, self.services.tools)
+        self.sources = untrusted_sources(
+            session, self.conversation_id, self.services.tools, self.user_id
+        )
         self.typed_urls = typed_urls(session, self.conversation_id)
         # A branched conversation (app/chat/branches.py): rows pushed during the run carry
         # no siblings, so clients re-render the shown branch once it ends.

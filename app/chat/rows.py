@@ -58,6 +58,26 @@ _INSERT_NEXT = (
 )
 
 
+# Conversations whose row this session's current transaction has locked already (by
+# `lock_conversation` or an earlier insert): each maps to the (innermost) transaction that
+# took the lock; another transaction, or a savepoint, locks again (a savepoint rolled back
+# may release it).
+_LOCKED = "loopdesk_locked_conversations"
+
+
+def _innermost(session: Session):
+    return session.get_nested_transaction() or session.get_transaction()
+
+
+def note_conversation_locked(session: Session, conversation_id: int) -> None:
+    session.info.setdefault(_LOCKED, {})[conversation_id] = _innermost(session)
+
+
+def _conversation_locked(session: Session, conversation_id: int) -> bool:
+    holder = session.info.get(_LOCKED, {}).get(conversation_id)
+    return holder is not None and holder is _innermost(session)
+
+
 def insert_message(
     session: Session,
     conversation_id: int,
@@ -76,8 +96,12 @@ def insert_message(
     write lock (every transaction is BEGIN IMMEDIATE), elsewhere by locking the
     conversation row. (A collision would still be refused by the index, never written.)
     """
-    if session.get_bind().dialect.name != "sqlite":
+    if session.get_bind().dialect.name != "sqlite" and not _conversation_locked(
+        session, conversation_id
+    ):
+        # Once per transaction: a second lock of the same row is a round-trip for nothing.
         session.execute(_LOCK_CONVERSATION, {"conversation_id": conversation_id})
+        note_conversation_locked(session, conversation_id)
     meta = dict(meta or {})
     if meta.get("blocks") and "tokens" not in meta:
         meta["tokens"] = estimate_blocks(meta["blocks"])  # cached for budgeting

@@ -17,6 +17,7 @@ from app.chat.models import (
     Run,
     RunStatus,
 )
+from app.chat.rows import note_conversation_locked
 from app.chat.shapes import is_confirmation
 from app.db import utcnow
 
@@ -28,9 +29,12 @@ class RunConflict(Exception):
 def lock_conversation(session: Session, conversation_id: int) -> Conversation | None:
     """The conversation, locked for this transaction (SQLite's write lock is already held
     from BEGIN IMMEDIATE; PostgreSQL takes the row lock)."""
-    return session.scalar(
+    conversation = session.scalar(
         select(Conversation).where(Conversation.id == conversation_id).with_for_update()
     )
+    if conversation is not None:
+        note_conversation_locked(session, conversation_id)
+    return conversation
 
 
 def active_run(session: Session, conversation_id: int) -> Run | None:
@@ -42,16 +46,16 @@ def active_run(session: Session, conversation_id: int) -> Run | None:
 
 
 def start_run(session: Session, conversation: Conversation, trigger: str) -> Run:
-    # The metering key's turn index: runs before this one (the conversation is locked).
-    turn_index = session.scalar(
-        select(func.count(Run.id)).where(Run.conversation_id == conversation.id)
-    )
     run = Run(
         conversation_id=conversation.id,
         user_id=conversation.user_id,
         status=RunStatus.QUEUED,
         trigger=trigger,
-        turn_index=turn_index,
+        # The metering key's turn index: runs before this one (the conversation is
+        # locked), counted inside the INSERT rather than in a round-trip of its own.
+        turn_index=select(func.count(Run.id))
+        .where(Run.conversation_id == conversation.id)
+        .scalar_subquery(),
     )
     # The caller checked for a run in flight under the conversation's lock, so the unique
     # index (one active run per conversation) is a backstop: on a conflict the whole
@@ -125,28 +129,36 @@ def run_status(session: Session, run_id: int) -> str | None:
     return session.scalar(select(Run.status).where(Run.id == run_id))
 
 
-def awaiting_card(session: Session, conversation_id: int) -> Message | None:
-    """The card row still waiting for an answer, if any (only the latest card can be)."""
-    row = session.scalar(
+def latest_card(session: Session, conversation_id: int) -> Message | None:
+    """The conversation's latest card row (only the latest can wait or be approved)."""
+    return session.scalar(
         select(Message)
         .where(Message.conversation_id == conversation_id, Message.kind == RowKind.CARD)
         .order_by(Message.sequence.desc())
         .limit(1)
     )
+
+
+def waiting(row: Message | None) -> Message | None:
+    """`row` when it is a card still waiting for an answer."""
     if row is None or row.meta.get("card", {}).get("status") != CardStatus.AWAITING:
         return None
     return row
 
 
-def awaiting_approval(session: Session, conversation_id: int) -> Message | None:
-    """The latest card, when it is a confirmation approved but not yet carried out."""
-    row = session.scalar(
-        select(Message)
-        .where(Message.conversation_id == conversation_id, Message.kind == RowKind.CARD)
-        .order_by(Message.sequence.desc())
-        .limit(1)
-    )
+def approved_not_run(row: Message | None) -> Message | None:
+    """`row` when it is a confirmation approved but not yet carried out."""
     card = row.meta.get("card", {}) if row is not None else {}
     if is_confirmation(card) and card.get("executed") is False:
         return row
     return None
+
+
+def awaiting_card(session: Session, conversation_id: int) -> Message | None:
+    """The card row still waiting for an answer, if any (only the latest card can be)."""
+    return waiting(latest_card(session, conversation_id))
+
+
+def awaiting_approval(session: Session, conversation_id: int) -> Message | None:
+    """The latest card, when it is a confirmation approved but not yet carried out."""
+    return approved_not_run(latest_card(session, conversation_id))

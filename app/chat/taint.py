@@ -36,8 +36,11 @@ TYPED_URL = re.compile(r"https?://[^\s<>\"'`]+", re.I)
 TRAILING = ".,;:!?)]}»”’"
 
 
-def untrusted_sources(session: Session, conversation_id: int, registry: ToolRegistry) -> list:
-    """The untrusted content this conversation's model is sent; empty when none."""
+def untrusted_sources(
+    session: Session, conversation_id: int, registry: ToolRegistry, user_id: int | None = None
+) -> list:
+    """The untrusted content this conversation's model is sent; empty when none.
+    `user_id`: the conversation's owner, when the caller knows it (one read fewer)."""
     sources: list[dict[str, Any]] = []
 
     def add(source: dict[str, Any]) -> None:
@@ -56,7 +59,10 @@ def untrusted_sources(session: Session, conversation_id: int, registry: ToolRegi
     for recorded, tool_name, failed in results:
         for source in _row_sources(recorded, tool_name, bool(failed), registry):
             add(source)
-    user_id = session.scalar(select(Conversation.user_id).where(Conversation.id == conversation_id))
+    if user_id is None:
+        user_id = session.scalar(
+            select(Conversation.user_id).where(Conversation.id == conversation_id)
+        )
     for fact in untrusted_facts(session.get(UserMemory, user_id) if user_id else None):
         add({"memory": fact})
     return sources

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import User
-from app.billing.quota import quota_exceeded
+from app.billing.quota import allowance_exceeded
 from app.chat.attachments import pending_attachments
 from app.chat.branches import Tree, current_leaf, show_branch
 from app.chat.models import (
@@ -28,10 +28,12 @@ from app.chat.run_services import RunServices
 from app.chat.runs import (
     RunConflict,
     active_run,
-    awaiting_approval,
+    approved_not_run,
     awaiting_card,
+    latest_card,
     lock_conversation,
     start_run,
+    waiting,
 )
 from app.chat.search import index_row
 from app.chat.shapes import is_confirmation
@@ -87,8 +89,10 @@ def _check_person_limits(session: Session, settings: Settings, user_id: int) -> 
     once in different chats cannot both pass the count (SQLite holds its write lock from
     BEGIN IMMEDIATE already; on PostgreSQL, FOR NO KEY UPDATE leaves inserts that merely
     reference the person unblocked)."""
-    session.execute(select(User.id).where(User.id == user_id).with_for_update(key_share=True))
-    problem = quota_exceeded(session, user_id)
+    allowance = session.scalar(
+        select(User.monthly_credits).where(User.id == user_id).with_for_update(key_share=True)
+    )
+    problem = allowance_exceeded(session, user_id, allowance)
     if problem:
         raise TurnRejected(402, "QUOTA_EXCEEDED", problem)
     in_flight = session.scalar(
@@ -150,12 +154,14 @@ def _close_waiting(session: Session, conversation_id: int, dismissal: dict) -> l
     still waiting is dismissed (`dismissal` is its tool result), an approved confirmation
     its run never carried out is closed as not run. Returns the card row it changed."""
     rows: list[Message] = []
-    card_row = awaiting_card(session, conversation_id)
+    # One read of the latest card answers both questions (it is the same row either way).
+    latest = latest_card(session, conversation_id)
+    card_row = waiting(latest)
     if card_row is not None:
         _tool_result_row(session, conversation_id, card_row.meta["card"], dismissal)
         _close_card(session, card_row, CardStatus.DISMISSED, dismissal)
         rows.append(card_row)
-    approved_row = awaiting_approval(session, conversation_id)
+    approved_row = approved_not_run(latest)
     if approved_row is not None:
         # Approved, but its run never carried it out (stopped, or failed first): the new
         # message closes it, so no later run does something the person has moved on from.

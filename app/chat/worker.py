@@ -18,6 +18,10 @@ log = logging.getLogger(__name__)
 
 ACTOR_NAME = "run_chat"
 POLL_MS = 20
+# How often an idle worker thread wakes. A message wakes it at once (the work queue
+# notifies); its wake-ups only serve shutdown. Dramatiq gives its threads the consumer's
+# POLL_MS: 256 idle threads waking 50 times a second cost a fifth of a core.
+IDLE_THREAD_WAKE_SECONDS = 1.0
 
 # The services of this worker process, set by `start_worker` before messages are consumed.
 _services = None
@@ -86,6 +90,9 @@ def start_worker(services, threads: int) -> None:
     )
     broker = make_broker(services.settings)
     declare_actor(broker, services.settings)
+    # A worker is there to call the model: the SDK (imported at first use, app/llm/
+    # client.py) and its client are made before the first run, not inside it.
+    services.model.anthropic  # noqa: B018
     # The Redis consumer polls an idle queue with backoff up to worker_timeout: keep it
     # short, or a person waits up to a second before their run starts.
     worker = dramatiq.Worker(
@@ -99,6 +106,8 @@ def start_worker(services, threads: int) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     worker.start()
+    for thread in worker.workers:
+        thread.timeout = IDLE_THREAD_WAKE_SECONDS
     sweeper.start()
     log.warning(
         "worker consuming %s with %d threads; database %s",

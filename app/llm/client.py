@@ -7,16 +7,22 @@ import contextvars
 import json
 import random
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx2 as httpx
 
 from app.config import Settings
 from app.llm.errors import NOT_MESSAGES_API
+
+# The anthropic SDK is imported where it is first used, never here: it is nearly half of
+# what importing the app costs (1.7 of 4 s on a loaded 2-core machine), and `db upgrade`,
+# `seed-demo` or a web process before its first model call have no use for it.
+if TYPE_CHECKING:
+    import anthropic
 
 # What a model error says when the server answered with a web page (a wrong base URL).
 HTML_REPLY = "the server answered with an HTML page, not the Messages API"
@@ -94,6 +100,8 @@ def make_anthropic(
 ) -> anthropic.Anthropic:
     """The SDK client. Retries (429, 529, 5xx, connection errors, honouring retry-after)
     are the SDK's; the timeout bounds a silent connection, not a whole stream."""
+    import anthropic
+
     return anthropic.Anthropic(
         api_key=settings.anthropic_api_key or "not-needed",
         base_url=settings.anthropic_base_url,
@@ -119,6 +127,8 @@ def announce_retries(request, call_next):
     """SDK middleware (it runs once per HTTP attempt, inside the SDK's retry loop): an
     attempt that failed in a way the SDK retries, with retries left, tells the listener
     of the call in flight before the SDK waits and tries again."""
+    import anthropic
+
     try:
         response = call_next(request)
     except (anthropic.APIConnectionError, httpx.TransportError):
@@ -304,16 +314,54 @@ def _model_error(error: anthropic.APIStatusError) -> ModelError:
     )
 
 
+def _import_sdk() -> None:
+    import anthropic  # noqa: F401
+
+
 class ModelClient:
     """Streams one model call and returns the assembled assistant turn."""
 
-    def __init__(self, settings: Settings, anthropic_client: anthropic.Anthropic):
+    def __init__(
+        self,
+        settings: Settings,
+        anthropic_client: anthropic.Anthropic | None = None,
+        *,
+        connect: Callable[[], anthropic.Anthropic] | None = None,
+    ):
+        """`anthropic_client`, or `connect` to make it at the first call (the SDK's import
+        and client then cost nothing to a process that never calls the model)."""
         self.settings = settings
-        self.anthropic = anthropic_client
+        self._anthropic = anthropic_client
+        self._connect = connect
+        self._connecting = threading.Lock()
+
+    def connect_soon(self) -> None:
+        """Import the SDK now, in an OS thread of its own, so that a server's first model
+        call does not wait for it while its pages are served meanwhile (under gevent a
+        thread from gevent's pool: a greenlet would hold the worker's loop for the whole
+        import). The client itself is made at the first call."""
+        try:
+            from gevent import get_hub, monkey
+        except ImportError:
+            monkey = None
+        if monkey is not None and monkey.is_module_patched("threading"):
+            get_hub().threadpool.spawn(_import_sdk)
+        else:
+            threading.Thread(target=_import_sdk, name="sdk-import", daemon=True).start()
+
+    @property
+    def anthropic(self) -> anthropic.Anthropic:
+        if self._anthropic is None:
+            with self._connecting:
+                if self._anthropic is None:
+                    self._anthropic = self._connect()
+        return self._anthropic
 
     def stream_turn(
         self, request: dict[str, Any], callbacks: StreamCallbacks | None = None
     ) -> AssistantTurn:
+        import anthropic
+
         callbacks = callbacks or StreamCallbacks()
         for attempt in range(MID_STREAM_RETRIES + 1):
             try:
@@ -397,6 +445,8 @@ class ModelClient:
 
     def count_tokens(self, request: dict[str, Any]) -> int | None:
         """The API's own count for a request, or None when it cannot be had."""
+        import anthropic
+
         fields = {
             k: request[k]
             for k in ("model", "system", "messages", "tools", "thinking")
@@ -408,10 +458,13 @@ class ModelClient:
             return None
 
     def close(self) -> None:
-        self.anthropic.close()
+        if self._anthropic is not None:
+            self._anthropic.close()
 
     def complete(self, request: dict[str, Any]) -> AssistantTurn:
         """A non-streaming call (summaries, memory reconcile)."""
+        import anthropic
+
         try:
             message = self.anthropic.messages.create(**request)
         except anthropic.APIStatusError as error:

@@ -209,32 +209,50 @@ class RedisHub:
     def _send_batch(self, batch: list[tuple[int, ev.Event]]) -> None:
         try:
             if len(batch) == 1:
-                self._publish_one(*batch[0], client=None)
+                keys, args = self._script_call(*batch[0])
+                self._publish_script(keys=keys, args=args)  # loads the script if Redis lost it
                 return
-            with self._redis.pipeline(transaction=False) as pipe:
-                for conversation_id, event in _merge_deltas(batch):
-                    self._publish_one(conversation_id, event, client=pipe)
-                pipe.execute()
+            self._send_pipelined([self._script_call(*item) for item in _merge_deltas(batch)])
         except redis.RedisError as error:
             self._publish_failed(error)
 
-    def _publish_one(self, conversation_id: int, event: ev.Event, client) -> None:
+    def _send_pipelined(self, calls: list[tuple[list, list]]) -> None:
+        """The script by its hash, in one pipelined round trip. (Passing the Script object
+        would make redis-py ask SCRIPT EXISTS first on every batch: a second round trip.)
+        Calls refused because Redis lost the script (a restart) are sent again once it is
+        loaded; only those, so no event is published twice."""
+        sha = self._publish_script.sha
+        for attempt in range(2):
+            with self._redis.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    pipe.evalsha(sha, len(keys), *keys, *args)
+                replies = pipe.execute(raise_on_error=False)
+            refused = [c for c, r in zip(calls, replies, strict=True) if _no_script(r)]
+            failed = [r for r in replies if isinstance(r, Exception) and not _no_script(r)]
+            if failed:
+                raise failed[0]
+            if not refused:
+                return
+            if attempt == 0:
+                sha = self._redis.script_load(PUBLISH_SCRIPT)
+                calls = refused
+        raise redis.exceptions.NoScriptError("Redis refused the publish script")
+
+    def _script_call(self, conversation_id: int, event: ev.Event) -> tuple[list, list]:
+        """The publish script's keys and arguments for one event."""
         payload = _dumps(event)
         effect = live_effect(event)  # decided here; the script only applies it
         live_payload = _live_payload(event, effect)
         run_id = getattr(event, "run_id", None)
-        self._publish_script(
-            keys=self._live_keys(conversation_id),
-            args=[
-                self._conversation_channel(conversation_id),
-                payload,
-                effect.value,
-                "" if run_id is None else str(run_id),
-                self.live_ttl,
-                live_payload or payload,
-            ],
-            client=client,
-        )
+        args = [
+            self._conversation_channel(conversation_id),
+            payload,
+            effect.value,
+            "" if run_id is None else str(run_id),
+            self.live_ttl,
+            live_payload or payload,
+        ]
+        return self._live_keys(conversation_id), args
 
     def publish_user(self, user_id: int, event: ev.Event) -> None:
         if time.monotonic() < self._publish_paused_until:
@@ -456,6 +474,10 @@ class RedisHub:
             listener.join(timeout=LISTEN_POLL_SECONDS + 2)
         self._redis.close()
         self._listen_client.close()
+
+
+def _no_script(reply: Any) -> bool:
+    return isinstance(reply, redis.exceptions.NoScriptError)
 
 
 def _drain(outbox: deque) -> list:

@@ -337,3 +337,19 @@ def test_a_dropped_connection_is_reported_to_sockets_and_the_listener_comes_back
     assert after.get(timeout=2) == ev.TextDelta(7, " after")
     assert after.snapshot.text == "before"
     assert not after.overflowed
+
+
+def test_a_batch_published_after_redis_lost_its_scripts_arrives_once(process, client):
+    """A restarted Redis has no scripts: the batch that finds out is sent again once the
+    script is loaded, and no event of it is published twice."""
+    worker, web = process(), process()
+    socket = web.subscribe(1)
+    batch = [
+        (1, ev.Timeline(7, "resolving_context", "started", detail=f"tool {n}")) for n in range(5)
+    ]
+    client.script_flush()
+
+    worker._send_batch([*batch, (1, ev.Done(7, "completed"))])  # pipelined: several at once
+
+    assert until_done(socket) == [event for _, event in batch] + [ev.Done(7, "completed")]
+    assert socket.get(timeout=0.3) is None

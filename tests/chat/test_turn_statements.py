@@ -1,0 +1,81 @@
+"""What a run costs the database before its model call: statements and transactions from
+the person's `POST` of a message to the request reaching the model (an operator-visible
+regression guard: counted, not timed)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sqlalchemy import event
+
+from tests.fake_model import Turn, text
+
+# From `POST /api/chats/<id>/loop` to the model call, for the second message of a chat
+# (nothing first-use about it), on SQLite and PostgreSQL alike: the request's login read,
+# the turn's transaction, the run's claim, its first request and its iteration count.
+# Issue 22 cut them from 27 (SQLite) and 28 (PostgreSQL) statements.
+MAX_STATEMENTS = 23
+MAX_TRANSACTIONS = 5
+
+
+class StatementLog:
+    def __init__(self, engine):
+        self.engine = engine
+        self.lock = threading.Lock()
+        self.entries: list[tuple[float, str]] = []
+
+    def __enter__(self):
+        event.listen(self.engine, "before_cursor_execute", self._statement)
+        event.listen(self.engine, "begin", self._begin)
+        return self
+
+    def __exit__(self, *exc):
+        event.remove(self.engine, "before_cursor_execute", self._statement)
+        event.remove(self.engine, "begin", self._begin)
+
+    def _statement(self, _conn, _cursor, statement, *_args):
+        with self.lock:
+            if not statement.startswith("BEGIN"):  # SQLite's own BEGIN: the `begin` below
+                self.entries.append((time.monotonic(), " ".join(statement.split())[:160]))
+
+    def _begin(self, _conn):
+        with self.lock:
+            self.entries.append((time.monotonic(), "-- begin"))
+
+    def before(self, moment: float) -> list[str]:
+        with self.lock:
+            return [what for when, what in self.entries if when < moment]
+
+
+def _model_called_at(fake_model) -> list[float]:
+    """The moment each request reached the model (the fake server's own thread)."""
+    moments: list[float] = []
+    answer = fake_model._answer
+
+    def noting(body):
+        moments.append(time.monotonic())
+        return answer(body)
+
+    fake_model._answer = noting
+    return moments
+
+
+def test_a_message_reaches_the_model_within_the_statement_budget(app, chat, fake_model):
+    fake_model.script(Turn(text("First.")), Turn(text("Second.")))
+    chat_id = chat.new_chat("Counted")
+    chat.wait(chat.send(chat_id, "Warm up"))
+    moments = _model_called_at(fake_model)
+
+    with StatementLog(app.extensions["database"].engine) as log:
+        run_id = chat.send(chat_id, "Hello again")
+        fake_model.wait_for_requests(2)
+    chat.wait(run_id)
+
+    assert moments, "the model was not called"
+    before = log.before(moments[0])
+    statements = [s for s in before if s != "-- begin"]
+    transactions = len(before) - len(statements)
+    listing = f"{len(statements)} statements, {transactions} transactions:\n" + "\n".join(before)
+    assert len(statements) <= MAX_STATEMENTS, listing
+    assert transactions <= MAX_TRANSACTIONS, listing

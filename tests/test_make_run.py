@@ -1,0 +1,132 @@
+"""`make run`: one process migrates, seeds the demo and serves; with gevent importable
+it serves with gunicorn (one gevent worker, as in production), and a run on the
+in-process thread executor answers under it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import csrf_token_from
+
+ROOT = Path(__file__).resolve().parent.parent
+STARTUP_SECONDS = 90
+
+
+def _make_run_command() -> list[str]:
+    """The last line of the Makefile's `run` recipe, with the project's Python."""
+    recipe = re.search(r"^run:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M)
+    assert recipe, "no run target in the Makefile"
+    line = recipe.group(1).strip().splitlines()[-1].strip()
+    return shlex.split(line.replace("$(PY)", sys.executable))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _gevent_works() -> bool:
+    try:
+        import gevent  # noqa: F401
+        import gunicorn.workers.ggevent  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture
+def make_run(tmp_path, request):
+    port = _free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "REDIS_URL", "RUN_EXECUTOR", "MODEL_PROVIDER"}
+    }
+    env.update(INSTANCE_PATH=str(tmp_path / "instance"), HOST="127.0.0.1", PORT=str(port))
+    env.update(getattr(request, "param", {}))
+    env.pop("ANTHROPIC_API_KEY", None)
+    env.pop("ANTHROPIC_BASE_URL", None)
+    log = (tmp_path / "make-run.log").open("wb")
+    process = subprocess.Popen(
+        _make_run_command(), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_SECONDS
+    try:
+        while True:
+            assert process.poll() is None, (tmp_path / "make-run.log").read_text()
+            try:
+                requests.get(f"{url}/login", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, "make run did not serve in time"
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def test_make_run_serves_the_login_page_with_gunicorn_and_answers_the_demo(make_run):
+    browser = requests.Session()
+
+    page = browser.get(f"{make_run}/login", timeout=10)
+
+    assert page.status_code == 200
+    assert "Log in" in page.text
+    if _gevent_works():
+        assert page.headers.get("Server", "").startswith("gunicorn")
+    # The demo account the same process seeded logs in, and a run on the thread executor
+    # (greenlets under the gevent worker) writes the demo model's reply.
+    login = browser.post(
+        f"{make_run}/login",
+        data={
+            "csrf_token": csrf_token_from(page.text),
+            "email": "demo@loopdesk.local",
+            "password": "loopdesk-demo",
+        },
+        timeout=10,
+    )
+    assert login.status_code == 200 and login.url.rstrip("/") != f"{make_run}/login"
+    token = {"X-CSRFToken": csrf_token_from(login.text)}
+    chat = browser.post(f"{make_run}/api/chats", json={}, headers=token, timeout=10).json()["id"]
+    started = browser.post(
+        f"{make_run}/api/chats/{chat}/loop", json={"message": "Hello"}, headers=token, timeout=10
+    )
+    assert started.status_code == 202, started.text
+    run_id = started.json()["runId"]
+    deadline = time.monotonic() + 30
+    while (status := browser.get(f"{make_run}/api/runs/{run_id}", timeout=10).json()["status"]) in {
+        "queued",
+        "running",
+    }:
+        assert time.monotonic() < deadline, "the demo run did not end"
+        time.sleep(0.2)
+    assert status in {"completed", "awaiting"}  # the demo may end on a question card
+    rows = browser.get(f"{make_run}/api/chats/{chat}/messages", timeout=10).json()
+    assert any(row["role"] == "assistant" for row in rows["messages"])
+
+
+@pytest.mark.parametrize("make_run", [{"MAKE_RUN_SERVER": "flask"}], indirect=True)
+def test_make_run_serves_with_flasks_threaded_server_when_set(make_run):
+    page = requests.get(f"{make_run}/login", timeout=10)
+
+    assert page.status_code == 200
+    assert page.headers.get("Server", "").startswith("Werkzeug")
