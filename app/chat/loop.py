@@ -226,7 +226,7 @@ class HostLoop(ToolCalls):
         if presenting:
             self.emit(ev.Timeline(self.run_id, "presenting", "started"))
         # The working indicator says "retrying" while the SDK retries this call (its
-        # "thinking" went out with the message: app.web.turns.start_turn).
+        # "thinking" went out with the message: app.web.chat_actions.start_turn).
         since = int(time.time() * 1000)
         callbacks = StreamCallbacks(
             on_text=self.stream_text,
