@@ -331,7 +331,6 @@ class Settings:
     video_provider_url: str | None = setting(
         None, "VIDEO_PROVIDER_URL", "video is not set up without it (`generate_video` says so)"
     )
-    extra: dict = field(default_factory=dict)
 
     @property
     def uses_demo_model(self) -> bool:

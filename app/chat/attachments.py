@@ -7,11 +7,8 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.chat.models import (
-    Conversation,
-    Message,
-    RowKind,
-)
+from app.chat.models import Conversation, Message
+from app.kinds import RowKind
 from app.workspace.attachments import (
     AttachmentRefused,
     AttachmentSummary,

@@ -24,11 +24,8 @@ from sqlalchemy import func, literal, select
 from sqlalchemy.orm import Session, aliased
 
 from app.chat.conversations import row_dict
-from app.chat.models import (
-    Conversation,
-    Message,
-    RowKind,
-)
+from app.chat.models import Conversation, Message
+from app.kinds import RowKind
 
 NEVER_BRANCHED = "0"
 

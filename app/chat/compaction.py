@@ -13,8 +13,9 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from app.chat.branches import branch_rows
-from app.chat.models import Conversation, Message, RowKind
+from app.chat.models import Conversation, Message
 from app.chat.rows import insert_message
+from app.kinds import RowKind
 from app.llm.budget import (
     estimate_blocks,
     estimate_text,

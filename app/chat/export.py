@@ -16,12 +16,9 @@ from sqlalchemy.orm import Session
 
 from app.chat.branches import shown_rows
 from app.chat.conversations import conversation_dict
-from app.chat.models import (
-    CardStatus,
-    Conversation,
-    RowKind,
-)
+from app.chat.models import Conversation
 from app.chat.shapes import is_confirmation
+from app.kinds import CardStatus, RowKind
 from app.workspace.models import Attachment
 
 FORMATS = ("md", "json")

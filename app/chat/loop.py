@@ -19,13 +19,7 @@ from app.chat.branches import restore_unanswered_fork
 from app.chat.context_window import HostRequestBuilder, PreparedRequest
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.liveness import StreamWatch
-from app.chat.models import (
-    Conversation,
-    Message,
-    RowKind,
-    Run,
-    RunStatus,
-)
+from app.chat.models import Conversation, Message, Run, RunStatus
 from app.chat.rows import insert_message
 from app.chat.run_log import RunLog
 from app.chat.run_services import RunServices
@@ -35,6 +29,7 @@ from app.chat.taint import typed_urls, untrusted_sources
 from app.chat.titles import propose_title
 from app.chat.tool_calls import ToolCalls
 from app.db import utcnow
+from app.kinds import RowKind
 from app.llm.client import (
     AssistantTurn,
     ContextTooLong,

@@ -21,10 +21,6 @@ class ConversationStatus(StrEnum):
     ERROR = "ERROR"
 
 
-# The short names app/web and the tests import today.
-IDLE, STREAMING, ERROR = ConversationStatus
-
-
 class RunStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -41,25 +37,6 @@ FINISHED_RUN_STATUSES = (
     RunStatus.ERROR,
     RunStatus.CANCELLED,
 )
-
-
-class RowKind(StrEnum):
-    """What a message row is (its `kind` column)."""
-
-    USER = "user"  # what the person typed
-    HOST = "host"  # the host model's text (and its tool calls, in meta blocks)
-    TOOL_RESULT = "tool_result"  # hidden: a tool's answer, as the model reads it
-    CARD = "card"  # a question card or a confirmation (meta "card")
-    AGENT_OUTPUT = "agent_output"  # an agent's structured output (meta "agentOutput")
-    IMAGE = "image"  # a generated image
-    ERROR = "error"  # the run failed; the person is told why
-    NOTICE = "notice"  # a note about the chat itself (stopped, compacted)
-
-
-class CardStatus(StrEnum):
-    AWAITING = "awaiting"
-    ANSWERED = "answered"
-    DISMISSED = "dismissed"
 
 
 # Where a conversation's title came from: the placeholder, the first words of the first

@@ -9,9 +9,10 @@ from typing import Any
 from sqlalchemy import and_, bindparam, case, func, insert, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
-from app.chat.models import Conversation, Message, RowKind
+from app.chat.models import Conversation, Message
 from app.chat.search import index_row
 from app.db import utcnow
+from app.kinds import RowKind
 from app.llm.budget import estimate_blocks
 
 _messages = Message.__table__

@@ -9,17 +9,16 @@ from sqlalchemy.orm import Session
 
 from app.chat.models import (
     ACTIVE_RUN_STATUSES,
-    CardStatus,
     Conversation,
     ConversationStatus,
     Message,
-    RowKind,
     Run,
     RunStatus,
 )
 from app.chat.rows import note_conversation_locked
 from app.chat.shapes import is_confirmation
 from app.db import utcnow
+from app.kinds import CardStatus, RowKind
 
 
 class RunConflict(Exception):

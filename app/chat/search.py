@@ -17,12 +17,9 @@ from typing import Any
 from sqlalchemy import DateTime, select, text
 from sqlalchemy.orm import Session
 
-from app.chat.models import (
-    Conversation,
-    Message,
-    RowKind,
-)
+from app.chat.models import Conversation, Message
 from app.chat.search_index import POSTGRES_CONFIG, TABLE
+from app.kinds import RowKind
 
 MAX_TERMS = 8
 MAX_INDEXED_CHARS = 20_000

@@ -4,15 +4,9 @@ stored as JSON and sent on the wire as they are (the keys stay camelCase for tha
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
-from app.chat.models import CardStatus
-
-
-class CardKind(StrEnum):
-    QUESTIONNAIRE = "questionnaire"  # questions the person answers (app/tools/ui.py)
-    CONFIRMATION = "confirmation"  # a held write or fetch the person approves or declines
+from app.kinds import CardKind, CardStatus
 
 
 class Card(TypedDict):

@@ -17,16 +17,10 @@ from sqlalchemy.orm import Session
 
 from app import events as ev
 from app.chat.conversations import conversation_dict, row_dict
-from app.chat.models import (
-    ACTIVE_RUN_STATUSES,
-    Conversation,
-    ConversationStatus,
-    RowKind,
-    Run,
-    RunStatus,
-)
+from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, ConversationStatus, Run, RunStatus
 from app.chat.rows import insert_message
 from app.db import utcnow
+from app.kinds import RowKind
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.chat.models import (
-    Message,
-    RowKind,
-)
+from app.chat.models import Message
 from app.chat.runs import lock_conversation
 from app.chat.shapes import Step, StepsSummary, is_confirmation
+from app.kinds import RowKind
 from app.tools.registry import ToolRegistry
 from app.tools.results import ToolResult
 

@@ -23,15 +23,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.chat.branches import current_leaf
-from app.chat.models import (
-    Conversation,
-    Message,
-    RowKind,
-    Run,
-)
+from app.chat.models import Conversation, Message, Run
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_services import Publisher
 from app.chat.runs import cancel_active_run
+from app.kinds import RowKind
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.chat.models import (
-    Conversation,
-    Message,
-    RowKind,
-)
+from app.chat.models import Conversation, Message
 from app.chat.provenance import untrusted_facts
+from app.kinds import RowKind
 from app.memory.models import UserMemory
 from app.tools.held import REASON, fetch_confirmation
 from app.tools.registry import Tool, ToolRegistry

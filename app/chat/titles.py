@@ -16,18 +16,11 @@ import logging
 from sqlalchemy import select, update
 
 from app.chat.conversations import conversation_dict
-from app.chat.models import (
-    TITLE_DEFAULT,
-    TITLE_MESSAGE,
-    TITLE_MODEL,
-    Conversation,
-    Message,
-    RowKind,
-    Run,
-)
+from app.chat.models import TITLE_DEFAULT, TITLE_MESSAGE, TITLE_MODEL, Conversation, Message, Run
 from app.chat.run_services import RunServices
 from app.db import read_transaction
 from app.events import ConversationChanged
+from app.kinds import RowKind
 from app.llm.client import ModelError, StreamCancelled
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from app import events as ev
 from app.chat.conversations import row_dict
-from app.chat.models import CardStatus, Message, RowKind
+from app.chat.models import Message
 from app.chat.provenance import stamped
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_log import elapsed_ms
@@ -19,6 +19,7 @@ from app.chat.search import index_row
 from app.chat.shapes import Card
 from app.chat.taint import held_for_approval
 from app.chat.toolset import switch_phase, widen_to_build
+from app.kinds import CardStatus, RowKind
 from app.llm.client import AssistantTurn
 from app.tools.context import ToolContext
 from app.tools.invoke import invoke

@@ -14,15 +14,7 @@ from app.accounts.models import User
 from app.billing.quota import allowance_exceeded
 from app.chat.attachments import pending_attachments
 from app.chat.branches import Tree, current_leaf, show_branch
-from app.chat.models import (
-    ACTIVE_RUN_STATUSES,
-    TITLE_DEFAULT,
-    TITLE_MESSAGE,
-    CardStatus,
-    Message,
-    RowKind,
-    Run,
-)
+from app.chat.models import ACTIVE_RUN_STATUSES, TITLE_DEFAULT, TITLE_MESSAGE, Message, Run
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_services import RunServices
 from app.chat.runs import (
@@ -38,6 +30,7 @@ from app.chat.runs import (
 from app.chat.search import index_row
 from app.chat.shapes import is_confirmation
 from app.config import Settings
+from app.kinds import CardStatus, RowKind
 from app.tools.context import ToolContext
 from app.tools.results import ToolFailure
 from app.workspace.attachments import file_chips, note_for

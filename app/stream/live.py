@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from app import events as ev
+from app.kinds import RowKind
 
 MAX_AGENT_TOKENS_CHARS = 60_000
 
@@ -71,7 +72,7 @@ class LiveState:
                 self.text += text
             case ev.HostTurn():
                 self.text = ""
-            case ev.RowPersisted(row=row) if row["kind"] in ("host", "card"):
+            case ev.RowPersisted(row=row) if row["kind"] in (RowKind.HOST, RowKind.CARD):
                 self.text = ""
             case ev.Timeline():
                 self._timeline(event)
@@ -167,4 +168,4 @@ class LiveState:
 
 def _leaves_wait_on(event: ev.Event) -> bool:
     """Events that do not end a wait: a notice row (e.g. the history was summarized)."""
-    return isinstance(event, ev.RowPersisted) and event.row.get("kind") == "notice"
+    return isinstance(event, ev.RowPersisted) and event.row.get("kind") == RowKind.NOTICE

@@ -9,6 +9,7 @@ from typing import Any
 from app.agents.catalog import AgentCatalog, AgentDefinition
 from app.agents.outputs import AgentFailed, fast_structured_output, save_output
 from app.agents.runner import AgentBrief, run_agent
+from app.kinds import RowKind
 from app.tools.context import ToolContext
 from app.tools.registry import Tool
 from app.tools.results import ToolFailure, ToolResult
@@ -64,7 +65,7 @@ def output_result(
             "output": output,
         },
         visible_rows=[
-            {"kind": "agent_output", "content": "", "meta": {"agentOutput": saved.shown}}
+            {"kind": RowKind.AGENT_OUTPUT, "content": "", "meta": {"agentOutput": saved.shown}}
         ],
     )
 

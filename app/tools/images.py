@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from app.kinds import OutputKind, RowKind
 from app.media.providers import (
     GeneratedImage,
     ImageStyle,
@@ -110,7 +111,7 @@ def _image_result(
     if image.draft:
         content["note"] = DRAFT_NOTE
     agent_output = {
-        "kind": "image",
+        "kind": OutputKind.IMAGE,
         "assetId": asset.id,
         "title": asset.title,
         "url": url,
@@ -122,7 +123,7 @@ def _image_result(
     return ToolResult(
         content=content,
         visible_rows=[
-            {"kind": "agent_output", "content": "", "meta": {"agentOutput": agent_output}}
+            {"kind": RowKind.AGENT_OUTPUT, "content": "", "meta": {"agentOutput": agent_output}}
         ],
     )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.kinds import CardKind
 from app.tools.context import ToolContext
 
 MAX_OPTIONS = 50
@@ -70,7 +71,7 @@ def card(
     free_text_key: str | None = None,
 ) -> dict:
     built = {
-        "kind": "questionnaire",
+        "kind": CardKind.QUESTIONNAIRE,
         "title": title,
         "submitLabel": submit_label,
         "resultKey": result_key,

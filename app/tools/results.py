@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.kinds import CardKind
+
 
 class ToolFailure(Exception):
     """A failure the model should see as an `is_error` tool result (never crashes a run)."""
@@ -35,7 +37,7 @@ def confirmation(arguments: dict[str, Any], reason: str, title: str) -> Pause:
     """Hold a call until the person approves exactly these arguments."""
     return Pause(
         {
-            "kind": "confirmation",
+            "kind": CardKind.CONFIRMATION,
             "title": title,
             "arguments": arguments,
             "reason": reason,

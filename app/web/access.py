@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from flask import abort, current_app, request
 from flask_login import current_user
 
-from app.chat.models import STREAMING, Conversation
+from app.chat.models import Conversation, ConversationStatus
 from app.chat.stale import announce, reclaim_if_stale
 from app.db import read_transaction
 from app.web.identity import db_session
@@ -34,7 +34,7 @@ def owned_conversation(conversation_id: int) -> Conversation:
     """The caller's conversation, with a run whose heartbeat stopped reclaimed first, so
     a reader never sees a reply that will not come (or is refused a new message)."""
     conversation = owned_or_404(Conversation, conversation_id)
-    if conversation.status == STREAMING:
+    if conversation.status == ConversationStatus.STREAMING:
         services = current_app.extensions["services"]
         session = db_session()
         reclaimed = reclaim_if_stale(session, conversation.id, services.settings.stale_seconds)

@@ -43,6 +43,8 @@ from werkzeug.datastructures import MultiDict
 from app.chat.conversations import row_dict
 from app.chat.models import Message
 from app.chat.runs import awaiting_card
+from app.chat.shapes import is_confirmation
+from app.kinds import CardKind, CardStatus, RowKind
 from app.tools.questionnaire import check_step
 from app.web.access import is_htmx, owned_conversation
 from app.web.chat_actions import start_turn
@@ -248,16 +250,16 @@ def card_view(card: dict) -> dict:
     arguments = card.get("arguments")
     return {
         "dom_id": base,
-        "kind": card.get("kind", "questionnaire"),
-        "status": card.get("status", "awaiting"),
+        "kind": card.get("kind", CardKind.QUESTIONNAIRE),
+        "status": card.get("status", CardStatus.AWAITING),
         "title": card.get("title") or _default_title(card),
         "submit_label": card.get("submitLabel") or "Continue",
         "steps": steps,
         "multi_step": len(steps) > 1,
         "error": state.get("error") or errors.get(""),
         "summary": _summary(card),
-        "dismissed": card.get("status") == "dismissed",
-        "approved": answer.get("approved") if card.get("kind") == "confirmation" else None,
+        "dismissed": card.get("status") == CardStatus.DISMISSED,
+        "approved": answer.get("approved") if is_confirmation(card) else None,
         "reason": card.get("reason") or "",
         "arguments": (
             json.dumps(arguments, ensure_ascii=False, indent=2) if arguments is not None else ""
@@ -332,7 +334,7 @@ def _step_hint(kind: str, required: bool, max_length: int) -> str:
 
 
 def _default_title(card: dict) -> str:
-    if card.get("kind") == "confirmation":
+    if is_confirmation(card):
         return f"Allow {card.get('tool', 'this action')}?"
     return "A question for you"
 
@@ -348,7 +350,7 @@ def _card_view_global(card: dict) -> dict:
 def _card_row(conversation_id: int, tool_use_id: str) -> Message | None:
     rows = db_session().scalars(
         select(Message)
-        .where(Message.conversation_id == conversation_id, Message.kind == "card")
+        .where(Message.conversation_id == conversation_id, Message.kind == RowKind.CARD)
         .order_by(Message.sequence.desc())
     )
     for row in rows:
@@ -413,8 +415,8 @@ def answer(conversation_id: int, tool_use_id: str):
 
     parsed: ParsedAnswer | None = None
     if request.form.get(DISMISS_FIELD):
-        result = {"approved": False} if card.get("kind") == "confirmation" else {"dismissed": True}
-    elif card.get("kind") == "confirmation":
+        result = {"approved": False} if is_confirmation(card) else {"dismissed": True}
+    elif is_confirmation(card):
         result = parse_confirmation(request.form)
         if result is None:
             message = "Choose Allow or Decline."

@@ -33,7 +33,7 @@ from app.chat.conversations import (
     create_conversation,
     rename_conversation,
 )
-from app.chat.models import STREAMING, Conversation, Message
+from app.chat.models import Conversation, ConversationStatus, Message
 from app.db import utcnow
 from app.events import ConversationChanged
 from app.web.access import (
@@ -72,7 +72,7 @@ def _page(conversation: Conversation | None, draft: bool = False):
         conversation=conversation,
         draft=draft,
         rows=rows,
-        busy=conversation is not None and conversation.status == STREAMING,
+        busy=conversation is not None and conversation.status == ConversationStatus.STREAMING,
         form=ConfirmForm(),
         starters=starters,
         starters_pending=pending,

@@ -10,6 +10,8 @@ import time
 from flask import render_template
 
 from app import events as ev
+from app.chat.models import ConversationStatus
+from app.kinds import RowKind
 from app.stream.live import LiveState
 from app.web.live_text import LiveText
 
@@ -119,7 +121,7 @@ class HtmlFrames:
         match event:
             case ev.RowPersisted(row=row):
                 html = self._rows([row], swap="beforeend")
-                if row["kind"] in ("host", "card") and event.run_id == self.live.run_id:
+                if row["kind"] in (RowKind.HOST, RowKind.CARD) and event.run_id == self.live.run_id:
                     self.live_text.closed()
                     html += _empty_live_text()
                 return html
@@ -133,7 +135,7 @@ class HtmlFrames:
             case ev.ConversationChanged(conversation=conversation):
                 html = self.title(conversation)
                 shown_here = conversation["id"] == self.conversation_id
-                if shown_here and conversation["status"] == "STREAMING":
+                if shown_here and conversation["status"] == ConversationStatus.STREAMING:
                     html += self._composer(busy=True)
                 return html
         return ""
