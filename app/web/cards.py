@@ -429,13 +429,13 @@ def answer(conversation_id: int, tool_use_id: str):
     try:
         started = start_turn(conversation.id, None, (tool_use_id, result))
     except ApiError as error:
-        if parsed is not None and error.code == 400:
+        if parsed is not None and error.status == 400:
             steps = card.get("steps") or []
             # A single-question card: the problem is with its one answer.
             key = steps[0]["id"] if len(steps) == 1 else ""
-            parsed.errors[key] = error.description
+            parsed.errors[key] = error.message
         return _refused(
-            conversation.id, tool_use_id, error.code, error.error_code, error.description, parsed
+            conversation.id, tool_use_id, error.status, error.code, error.message, parsed
         )
 
     row = row_dict(started.rows[0])
