@@ -4,16 +4,14 @@ schema when DATABASE_URL names PostgreSQL), a client, and helpers to log in."""
 from __future__ import annotations
 
 import os
-import re
 import uuid
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
 from app import create_app
-from app.accounts.service import create_user
 from app.models import Base
-from tests.factories import PASSWORD, logged_in_driver
+from tests.factories import AuthActions, logged_in_driver
 
 pytest_plugins = ["tests.fake_model"]
 
@@ -141,45 +139,6 @@ def db(app):
     session = app.extensions["database"].session()
     yield session
     session.close()
-
-
-def csrf_token_from(html: str) -> str:
-    match = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', html) or re.search(
-        r'"X-CSRFToken": "([^"]+)"', html
-    )
-    assert match, "no CSRF token on the page"
-    return match.group(1)
-
-
-class AuthActions:
-    """Create people and log the test client in as them."""
-
-    def __init__(self, app, client):
-        self.app = app
-        self.client = client
-        self.csrf = None
-
-    def create(self, email="ada@example.com", password=PASSWORD, admin=False):
-        with self.app.extensions["database"].session() as session:
-            user = create_user(session, email, password, is_admin=admin)
-            session.commit()
-            return user.id
-
-    def login(self, email="ada@example.com", password=PASSWORD):
-        token = csrf_token_from(self.client.get("/login").get_data(as_text=True))
-        response = self.client.post(
-            "/login", data={"email": email, "password": password, "csrf_token": token}
-        )
-        assert response.status_code == 302, response.get_data(as_text=True)
-        self.csrf = csrf_token_from(self.client.get("/settings").get_data(as_text=True))
-        return response
-
-    def logout(self):
-        return self.client.post("/logout", data={"csrf_token": self.csrf})
-
-    def headers(self) -> dict:
-        """Headers a logged-in browser's htmx and fetch calls send."""
-        return {"X-CSRFToken": self.csrf}
 
 
 @pytest.fixture

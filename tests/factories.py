@@ -3,6 +3,7 @@ and the test files build on these)."""
 
 from __future__ import annotations
 
+import re
 import time
 
 from sqlalchemy import select
@@ -41,6 +42,12 @@ def add_token(
         session.add(token)
         session.commit()
         return token.id, raw
+
+
+def set_allowance(app, user_id: int, credits: int | None) -> None:
+    with app.extensions["database"].session() as session:
+        session.get(User, user_id).monthly_credits = credits
+        session.commit()
 
 
 # -- offers ---------------------------------------------------------------------------
@@ -136,7 +143,77 @@ def store_attachment(
     return save_attachment(session, user_id, conversation_id, prepared)
 
 
+# A quiz agent's output as the model writes it: the cards and the agents tests share it.
+QUIZ = {
+    "title": "Which morning type are you?",
+    "intro": "Five quick questions.",
+    "questions": [
+        {
+            "question": f"Question {n}?",
+            "options": [
+                {"label": "Early", "scores": {"calm": 2}},
+                {"label": "Late", "scores": {"rushed": 2}},
+            ],
+        }
+        for n in range(1, 4)
+    ],
+    "results": [
+        {
+            "key": "calm",
+            "headline": "Calm",
+            "description": "You start well.",
+            "call_to_action": "Join",
+        },
+        {
+            "key": "rushed",
+            "headline": "Rushed",
+            "description": "You start late.",
+            "call_to_action": "Join",
+        },
+    ],
+}
+
+
 # -- drivers --------------------------------------------------------------------------
+
+
+def csrf_token_from(html: str) -> str:
+    match = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', html) or re.search(
+        r'"X-CSRFToken": "([^"]+)"', html
+    )
+    assert match, "no CSRF token on the page"
+    return match.group(1)
+
+
+class AuthActions:
+    """Create people and log the test client in as them."""
+
+    def __init__(self, app, client):
+        self.app = app
+        self.client = client
+        self.csrf = None
+
+    def create(self, email="ada@example.com", password=PASSWORD, admin=False):
+        with self.app.extensions["database"].session() as session:
+            user = create_user(session, email, password, is_admin=admin)
+            session.commit()
+            return user.id
+
+    def login(self, email="ada@example.com", password=PASSWORD):
+        token = csrf_token_from(self.client.get("/login").get_data(as_text=True))
+        response = self.client.post(
+            "/login", data={"email": email, "password": password, "csrf_token": token}
+        )
+        assert response.status_code == 302, response.get_data(as_text=True)
+        self.csrf = csrf_token_from(self.client.get("/settings").get_data(as_text=True))
+        return response
+
+    def logout(self):
+        return self.client.post("/logout", data={"csrf_token": self.csrf})
+
+    def headers(self) -> dict:
+        """Headers a logged-in browser's htmx and fetch calls send."""
+        return {"X-CSRFToken": self.csrf}
 
 
 class ChatDriver:

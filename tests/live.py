@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from werkzeug.serving import make_server
 
@@ -23,3 +24,12 @@ class LiveServer:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+
+def wait_subscribed(app, chat_id, timeout=5.0):
+    """The server subscribes right after the handshake; wait for it before acting."""
+    hub = app.extensions["services"].hub
+    deadline = time.monotonic() + timeout
+    while not hub._by_conversation.get(chat_id):
+        assert time.monotonic() < deadline, "the socket never subscribed"
+        time.sleep(0.005)

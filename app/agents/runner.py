@@ -49,15 +49,7 @@ def _context_message(session: Session, user_id: int, brief: AgentBrief) -> str:
     if personal.strip():
         parts.append(f"## The person's own standing instructions\n{personal.strip()}")
     if (offer := brief.offer) is not None:
-        facts = {
-            "id": offer.id,
-            "name": offer.name,
-            "description": offer.description,
-            "audience": offer.audience,
-            "price": offer.price,
-            "brand_colors": offer.brand_colors,
-        }
-        parts.append("## Offer\n" + _as_json(facts))
+        parts.append("## Offer\n" + _as_json(offer.as_dict()))
     if (persona := brief.persona) is not None:
         facts = {
             "name": persona.name,

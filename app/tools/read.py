@@ -100,12 +100,7 @@ def get_offer(ctx: ToolContext, args: dict) -> dict:
         .limit(MAX_LISTED)
     ).all()
     return {
-        "id": offer.id,
-        "name": offer.name,
-        "description": offer.description,
-        "audience": offer.audience,
-        "price": offer.price,
-        "brand_colors": offer.brand_colors,
+        **offer.as_dict(),
         "personas": [{"id": row.id, "name": row.name} for row in personas],
         "visual_assets": [{"id": row.id, "title": row.title, "kind": row.kind} for row in assets],
         "updated_at": _when(offer.updated_at),

@@ -175,7 +175,9 @@ def parse_confirmation(form: MultiDict) -> dict | None:
 # --- what the template shows -----------------------------------------------------------
 
 
+@bp.app_template_filter("dom_id")
 def _dom_id(text: Any) -> str:
+    """Text made fit for an HTML id; _card.html builds its ids with it."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", str(text))
 
 
@@ -235,21 +237,19 @@ def _form_state(tool_use_id: Any) -> dict:
 
 
 def card_view(card: dict) -> dict:
-    """Everything _card.html needs, worked out once: ids, hints, checked options, the
-    errors and values of a rejected post, and the answered summary."""
+    """Everything _card.html needs, worked out once: hints, checked options, the errors
+    and values of a rejected post, and the answered summary (the partial owns its ids)."""
     tool_use_id = card.get("toolUseId", "")
-    base = "card-" + _dom_id(tool_use_id)
     state = _form_state(tool_use_id)
     posted = state.get("steps") or {}
     errors = state.get("errors") or {}
     steps = [
-        _step_view(card, step, number, base, posted, errors)
+        _step_view(card, step, number, posted, errors)
         for number, step in enumerate(card.get("steps") or [], start=1)
     ]
     answer = card.get("answer") if isinstance(card.get("answer"), dict) else {}
     arguments = card.get("arguments")
     return {
-        "dom_id": base,
         "kind": card.get("kind", CardKind.QUESTIONNAIRE),
         "status": card.get("status", CardStatus.AWAITING),
         "title": card.get("title") or _default_title(card),
@@ -271,11 +271,10 @@ def card_view(card: dict) -> dict:
     }
 
 
-def _step_view(card: dict, step: dict, number: int, base: str, posted: dict, errors: dict) -> dict:
+def _step_view(card: dict, step: dict, number: int, posted: dict, errors: dict) -> dict:
     """One step of the card: its options checked as posted (a rejected post) or as the
     step's default, its hint, and its error."""
     step_id = step.get("id", str(number))
-    dom = f"{base}-{_dom_id(step_id)}"
     kind = step.get("input", "single")
     required = _required(card, step)
     mine = posted.get(step_id)
@@ -288,12 +287,11 @@ def _step_view(card: dict, step: dict, number: int, base: str, posted: dict, err
     return {
         "id": step_id,
         "number": number,
-        "dom_id": dom,
         "title": step.get("title", ""),
         "input": kind,
         "required": required,
         "options": [
-            _option_view(opt, f"{dom}-{index}", index, mine, default)
+            _option_view(opt, index, mine, default)
             for index, opt in enumerate(step.get("options") or [])
         ],
         "free_text": bool(step.get("allowFreeText")) and kind == "single",
@@ -306,7 +304,7 @@ def _step_view(card: dict, step: dict, number: int, base: str, posted: dict, err
     }
 
 
-def _option_view(opt: dict, dom_id: str, index: int, mine: dict | None, default) -> dict:
+def _option_view(opt: dict, index: int, mine: dict | None, default) -> dict:
     if mine is not None:
         checked = index in mine.get("chosen", [])
     elif isinstance(default, list):
@@ -314,7 +312,6 @@ def _option_view(opt: dict, dom_id: str, index: int, mine: dict | None, default)
     else:
         checked = default is not None and _same(opt.get("value"), default)
     return {
-        "dom_id": dom_id,
         "label": str(opt.get("label", "")),
         "json": option_json(opt.get("value")),
         "description": opt.get("description") or "",
@@ -431,13 +428,13 @@ def answer(conversation_id: int, tool_use_id: str):
     try:
         started = start_turn(conversation.id, None, (tool_use_id, result))
     except ApiError as error:
-        if parsed is not None and error.code == 400:
+        if parsed is not None and error.status == 400:
             steps = card.get("steps") or []
             # A single-question card: the problem is with its one answer.
             key = steps[0]["id"] if len(steps) == 1 else ""
-            parsed.errors[key] = error.description
+            parsed.errors[key] = error.message
         return _refused(
-            conversation.id, tool_use_id, error.code, error.error_code, error.description, parsed
+            conversation.id, tool_use_id, error.status, error.code, error.message, parsed
         )
 
     row = row_dict(started.rows[0])

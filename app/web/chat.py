@@ -285,7 +285,7 @@ def send_message(conversation_id: int):
         start_turn(conversation.id, message, None)
     except ApiError as error:
         return _banner_response(
-            error.description, error.code, conversation.id, message, error.extra_headers
+            error.message, error.status, conversation.id, message, error.extra_headers
         )
     if not is_htmx():
         return redirect(url_for("chat.show", conversation_id=conversation.id))
@@ -344,7 +344,7 @@ def regenerate(conversation_id: int):
         start_turn(conversation.id, None, None, ("regenerate", _form_sequence()))
     except ApiError as error:
         return _banner_response(
-            error.description, error.code, conversation.id, "", error.extra_headers
+            error.message, error.status, conversation.id, "", error.extra_headers
         )
     return _busy_response(conversation)
 
@@ -366,7 +366,7 @@ def edit(conversation_id: int):
         start_turn(conversation.id, message, None, ("edit", sequence))
     except ApiError as error:
         return _banner_response(
-            error.description, error.code, conversation.id, "", error.extra_headers
+            error.message, error.status, conversation.id, "", error.extra_headers
         )
     return _busy_response(conversation)
 
@@ -382,7 +382,7 @@ def branch(conversation_id: int):
     except ApiError as error:
         if not is_htmx():
             raise
-        return error_response(error.code, error.error_code, error.description)
+        return error_response(error.status, error.code, error.message)
     if not is_htmx():
         return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
     return "", 204

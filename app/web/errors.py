@@ -26,15 +26,17 @@ CODES = {
 }
 
 
-class ApiError(HTTPException):
-    """An error with a stable code, raised anywhere in a request."""
+class ApiError(Exception):
+    """An error with a stable code, raised anywhere in a request: `status` is the HTTP
+    status, `code` the stable string (as on TurnRejected and the model's errors)."""
 
     def __init__(
         self, status: int, message: str, code: str | None = None, headers=None, field=None
     ):
-        super().__init__(description=message)
-        self.code = status
-        self.error_code = code or CODES.get(status, "ERROR")
+        super().__init__(message)
+        self.status = status
+        self.code = code or CODES.get(status, "ERROR")
+        self.message = message
         self.extra_headers = headers or {}
         self.field = field  # the input at fault, named in JSON errors
 
@@ -100,7 +102,7 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api(error: ApiError):
         return error_response(
-            error.code, error.error_code, error.description, error.extra_headers, error.field
+            error.status, error.code, error.message, error.extra_headers, error.field
         )
 
     @app.errorhandler(429)

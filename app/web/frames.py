@@ -129,7 +129,7 @@ class HtmlFrames:
                 # Another branch is shown: the rows are re-rendered in place (app/chat/branches.py).
                 return self._rows(rows, swap="innerHTML", branch_version=version)
             case ev.Keepalive():
-                return "<!-- keepalive -->"  # no element, so htmx swaps nothing
+                return _template("chat/_keepalive.html")
             case ev.RunError(message=message):
                 return _template("chat/_banner.html", message=message, swap_oob=True)
             case ev.ConversationChanged(conversation=conversation):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from flask import current_app, g, request
 from flask import session as flask_session
@@ -14,9 +15,17 @@ from app.accounts.models import ApiToken, User, hash_token
 from app.db import Database, read_transaction, utcnow
 from app.web.session import session_is_current
 
+if TYPE_CHECKING:
+    from app.services import Services
+
 
 def database() -> Database:
     return current_app.extensions["database"]
+
+
+def services() -> Services:
+    """The app's model, hub, settings and agents, made once by create_app."""
+    return current_app.extensions["services"]
 
 
 def db_session() -> Session:

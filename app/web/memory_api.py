@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, jsonify
 from flask_login import current_user, login_required
 
 from app.memory.store import (
@@ -12,14 +12,13 @@ from app.memory.store import (
     MAX_INSTRUCTIONS_CHARS,
     MemoryRefused,
     Operation,
-    apply_operations,
     read_memory,
-    reconcile,
 )
 from app.web.api import json_body
 from app.web.errors import ApiError
 from app.web.extensions import model_work_rate_limit
 from app.web.identity import db_session
+from app.web.memory_writes import apply_committed, reconcile_committed
 from app.web.openapi import documented
 from app.web.shapes import MemoryBody, MemoryOut, MemoryText
 
@@ -87,8 +86,7 @@ def put_memory():
             Operation("add", f, reason="Added in an edit.") for f in wanted if f not in current
         ]
     try:
-        outcome = apply_operations(
-            session,
+        outcome = apply_committed(
             current_user.id,
             operations,
             source="api",
@@ -96,9 +94,7 @@ def put_memory():
             instructions=instructions,
         )
     except MemoryRefused as refusal:
-        session.rollback()
         raise ApiError(400, str(refusal), "MEMORY_REFUSED") from refusal
-    session.commit()
     return jsonify(memory_dict(outcome.instructions, outcome.facts))
 
 
@@ -109,22 +105,12 @@ def _reconciled(source: str):
         raise ApiError(400, 'Send only {"text": ...}.', "INVALID_FIELD")
     if not isinstance(text, str) or not text.strip():
         raise ApiError(400, "'text' must be a non-empty string.", "INVALID_FIELD")
-    services = current_app.extensions["services"]
-    session = db_session()
     try:
-        outcome = reconcile(
-            session,
-            services.model,
-            services.settings.fast_model,
-            current_user.id,
-            text,
-            source=source,
-            actor_id=current_user.id,
+        outcome = reconcile_committed(
+            current_user.id, text, source=source, actor_id=current_user.id
         )
     except MemoryRefused as refusal:
-        session.rollback()
         raise ApiError(400, str(refusal), "MEMORY_REFUSED") from refusal
-    session.commit()
     return jsonify(memory_dict(outcome.instructions, outcome.facts, changes=outcome.changes))
 
 

@@ -1,7 +1,8 @@
 """The settings page: personal instructions, remembered facts, import from text, the memory
 history, API tokens and the account's password.
 
-Every memory write goes through app.memory.store (`apply_operations`, `reconcile`). The
+Every memory write goes through app.web.memory_writes (over app.memory.store), committed
+whole or not at all. The
 memory sections are partials shared with the admin's view of someone's memory
 (app.web.admin), which passes its own URLs, source "admin" and itself as the actor."""
 
@@ -14,7 +15,6 @@ from urllib.parse import urlsplit
 from flask import (
     Blueprint,
     abort,
-    current_app,
     flash,
     g,
     make_response,
@@ -38,9 +38,7 @@ from app.memory.store import (
     MemoryRefused,
     Operation,
     Outcome,
-    apply_operations,
     read_memory,
-    reconcile,
 )
 from app.web.access import is_htmx, owned_or_404
 from app.web.errors import ApiError
@@ -55,6 +53,7 @@ from app.web.forms import (
     TokenForm,
 )
 from app.web.identity import db_session
+from app.web.memory_writes import apply_committed, reconcile_committed
 from app.web.session import end_this_session, keep_this_session
 
 bp = Blueprint("settings", __name__, url_prefix="/settings")
@@ -166,45 +165,30 @@ def memory_response(
 
 def _apply(target: MemoryTarget, operations: list[Operation], **kwargs) -> Outcome:
     """Apply and commit, or roll back and raise MemoryRefused: nothing half-saved."""
-    session = db_session()
-    try:
-        outcome = apply_operations(
-            session,
-            target.user_id,
-            operations,
-            source=target.source,
-            actor_id=target.actor_id,
-            **kwargs,
-        )
-    except MemoryRefused:
-        session.rollback()
-        raise
-    session.commit()
-    return outcome
+    return apply_committed(
+        target.user_id, operations, source=target.source, actor_id=target.actor_id, **kwargs
+    )
 
 
 def save_instructions_for(target: MemoryTarget, page):
     form = InstructionsForm()
     text = form.instructions.data or ""
+    error = None
     if not form.validate():  # only the CSRF token can fail here
+        error = "The form expired: reload the page and try again."
+    else:
+        try:
+            _apply(target, [], instructions=text)
+        except MemoryRefused as refusal:
+            error = str(refusal)
+    if error is not None:
         return memory_response(
             target,
             "settings/_instructions.html",
             400,
             page,
             instructions=text,
-            instructions_error="The form expired: reload the page and try again.",
-        )
-    try:
-        _apply(target, [], instructions=text)
-    except MemoryRefused as refusal:
-        return memory_response(
-            target,
-            "settings/_instructions.html",
-            400,
-            page,
-            instructions=text,
-            instructions_error=str(refusal),
+            instructions_error=error,
         )
     return memory_response(
         target, "settings/_instructions.html", page=page, instructions_saved=True
@@ -252,23 +236,13 @@ def edit_fact_for(target: MemoryTarget, page):
 def import_text_for(target: MemoryTarget, page):
     form = ImportForm()
     if form.validate():
-        services = current_app.extensions["services"]
-        session = db_session()
         try:
-            outcome = reconcile(
-                session,
-                services.model,
-                services.settings.fast_model,
-                target.user_id,
-                form.text.data,
-                source="import",
-                actor_id=target.actor_id,
+            outcome = reconcile_committed(
+                target.user_id, form.text.data, source="import", actor_id=target.actor_id
             )
         except MemoryRefused as refusal:
-            session.rollback()
             form.text.errors.append(str(refusal))
         else:
-            session.commit()
             result = {
                 "changes": len(outcome.changes),
                 "used_fallback": outcome.used_fallback,

@@ -7,22 +7,13 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import (
-    Blueprint,
-    current_app,
-    flash,
-    make_response,
-    redirect,
-    render_template,
-    request,
-    url_for,
-)
+from flask import Blueprint, flash, make_response, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 from sqlalchemy import func, select
 
 from app.web.access import is_htmx, owned_or_404
 from app.web.forms import ConfirmForm, OfferForm, PersonaForm
-from app.web.identity import db_session
+from app.web.identity import db_session, services
 from app.web.input_gate import id_from_text
 from app.workspace.images import placeholder_png
 from app.workspace.models import Offer, Output, Persona, VisualAsset
@@ -158,8 +149,7 @@ def _offer_filter() -> int | None:
 
 def _agent_names() -> dict[str, str]:
     """Agent slug -> display name, from the loaded catalog."""
-    services = current_app.extensions.get("services")
-    catalog = getattr(services, "agents", None)
+    catalog = getattr(services(), "agents", None)
     return {agent.slug: agent.name for agent in catalog} if catalog else {}
 
 

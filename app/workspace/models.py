@@ -33,6 +33,17 @@ class Offer(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The offer as the model reads it (an agent's brief, the get_offer tool)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "audience": self.audience,
+            "price": self.price,
+            "brand_colors": self.brand_colors,
+        }
+
 
 class Persona(Base):
     __tablename__ = "personas"

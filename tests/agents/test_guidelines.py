@@ -24,8 +24,7 @@ from app.agents.guidelines import (
 from app.agents.models import Guideline, GuidelineChange
 from app.agents.runner import agent_system_prompt
 from app.workspace.models import Offer
-from tests.chat.test_cards import QUIZ
-from tests.factories import ChatDriver
+from tests.factories import QUIZ, ChatDriver
 from tests.fake_model import Turn, text, tool_use
 
 FILE_RULES = [rule.text for rule in guidelines_from_file()]

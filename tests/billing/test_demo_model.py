@@ -13,8 +13,8 @@ from app.chat.models import RunLogEntry
 from app.chat.run_log import MODEL_CALL
 from app.config import DEFAULT_HOST_MODEL
 from app.llm.demo import DEMO_MODEL_NAME
-from tests.billing.conftest import metered, set_allowance
-from tests.factories import ChatDriver
+from tests.billing import metered
+from tests.factories import ChatDriver, set_allowance
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from app.llm.demo import agent_output
 from app.tools.registry import Tool
 from app.tools.results import ToolResult, confirmation
 from app.workspace.models import Offer
-from tests.billing.conftest import metered, usage_events
+from tests.billing import metered, usage_events
 from tests.fake_model import Turn, api_error, text, tool_use
 
 HOST_WEIGHT = 3

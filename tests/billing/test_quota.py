@@ -10,7 +10,8 @@ from sqlalchemy import func, select
 from app.billing.models import UsageEvent
 from app.billing.quota import month_of
 from app.chat.models import Conversation
-from tests.billing.conftest import counts, metered, set_allowance
+from tests.billing import counts, metered
+from tests.factories import set_allowance
 from tests.fake_model import Turn, tool_use
 
 

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from tests.billing.conftest import counts
-from tests.conftest import AuthActions
+from tests.billing import counts
+from tests.factories import AuthActions
 from tests.fake_model import Turn, text
 
 CAP = 2

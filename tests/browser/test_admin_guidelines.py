@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from app.accounts.service import create_user
 from app.agents.guidelines import guidelines_from_file
-from tests.browser.conftest import log_in, wait_until
-from tests.conftest import PASSWORD
+from tests.browser.helpers import log_in, wait_until
+from tests.factories import PASSWORD
 
 ADMIN = "root@example.com"
 

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from tests.billing.conftest import set_allowance
-from tests.browser.conftest import log_in, new_chat
+from tests.browser.helpers import log_in, new_chat, send_message
+from tests.factories import set_allowance
 from tests.fake_model import Turn, text
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -19,21 +19,12 @@ def live_app(make_app, fake_model):
     return make_app(anthropic_base_url=fake_model.base_url, max_concurrent_runs=1)
 
 
-def _new_chat(page, live_server) -> int:
-    return new_chat(page, live_server)
-
-
-def _send(page, message):
-    page.fill("#composer-input", message)
-    page.keyboard.press("Enter")
-
-
 def test_over_the_allowance_the_banner_says_so(page, live_server, live_app, person):
     log_in(page, live_server)
-    _new_chat(page, live_server)
+    new_chat(page, live_server)
     set_allowance(live_app, person[2], 0)
 
-    _send(page, "Write me a quiz")
+    send_message(page, "Write me a quiz")
 
     banner = page.wait_for_selector("#banner.banner-shown")
     assert "monthly allowance" in banner.inner_text()
@@ -51,12 +42,12 @@ def test_past_the_run_cap_the_banner_says_so(page, live_server, person, fake_mod
     fake_model.responder = slow
     try:
         log_in(page, live_server)
-        _new_chat(page, live_server)
-        _send(page, "A long job")
+        new_chat(page, live_server)
+        send_message(page, "A long job")
         fake_model.wait_for_requests(1)
-        _new_chat(page, live_server)
+        new_chat(page, live_server)
 
-        _send(page, "Another job")
+        send_message(page, "Another job")
 
         banner = page.wait_for_selector("#banner.banner-shown")
         assert "being written in other chats" in banner.inner_text()

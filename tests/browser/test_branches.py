@@ -3,16 +3,15 @@ editing in place, and all of it from the keyboard."""
 
 from __future__ import annotations
 
-from tests.browser.conftest import log_in, wait_until
-from tests.browser.test_chat_page import _new_chat, _send
+from tests.browser.helpers import log_in, new_chat, send_message, wait_until
 from tests.fake_model import Turn, text
 
 
 def _answered(page, live_server, fake_model, message, answer):
     fake_model.script(Turn(text(answer), token_delay=0.005))
     log_in(page, live_server)
-    chat_id = _new_chat(page, live_server)
-    _send(page, message)
+    chat_id = new_chat(page, live_server)
+    send_message(page, message)
     page.wait_for_selector(f".row-host:has-text('{answer}')")
     page.wait_for_selector("#composer:not(.busy)")
     return chat_id

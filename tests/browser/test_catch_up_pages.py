@@ -8,7 +8,7 @@ import pytest
 
 from app.chat.conversations import create_conversation
 from app.chat.rows import insert_message
-from tests.browser.conftest import log_in, wait_until
+from tests.browser.helpers import log_in, wait_until
 
 ROWS = "#rows > article[data-sequence]"
 

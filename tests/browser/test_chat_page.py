@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from app.workspace.models import Offer
-from tests.browser.conftest import log_in, new_chat, screenshot, wait_until
+from tests.browser.helpers import log_in, new_chat, screenshot, send_message, wait_until
 from tests.fake_model import Turn, text, tool_use
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -56,15 +56,6 @@ def _offer(live_app, user_id, name="Calm Mornings Coaching"):
         return offer.id
 
 
-def _new_chat(page, live_server):
-    return new_chat(page, live_server)
-
-
-def _send(page, message):
-    page.fill("#composer-input", message)
-    page.keyboard.press("Enter")
-
-
 def _pause_on_offer_card(fake_model, delay=0.0):
     fake_model.script(
         Turn(text("Let me check your offers."), tool_use("list_offers", {})),
@@ -82,9 +73,9 @@ def test_a_message_streams_in_and_becomes_a_row(page, live_server, person, fake_
         Turn(text("Hello Ada, here is a **bold** idea for your launch."), token_delay=0.08)
     )
     log_in(page, live_server)
-    _new_chat(page, live_server)
+    new_chat(page, live_server)
 
-    _send(page, "Give me an idea")
+    send_message(page, "Give me an idea")
 
     page.wait_for_selector("#live-text:has-text('Hello Ada')")
     page.wait_for_selector("#m-2 strong:has-text('bold')")
@@ -100,9 +91,9 @@ def test_full_conversation_with_timeline_agent_tokens_and_a_card(
     offer_id = _offer(live_app, person[2])
     _pause_on_offer_card(fake_model, delay=0.05)
     log_in(page, live_server)
-    _new_chat(page, live_server)
+    new_chat(page, live_server)
 
-    _send(page, "Make a quiz for my coaching offer")
+    send_message(page, "Make a quiz for my coaching offer")
 
     # While the second model call streams, the read tool shows as a quiet timeline step.
     page.wait_for_selector("#timeline-steps :text('Resolving context')")
@@ -138,8 +129,8 @@ def test_reload_while_a_card_waits_shows_the_same_card_and_answering_resumes(
     _offer(live_app, person[2])
     _pause_on_offer_card(fake_model)
     log_in(page, live_server)
-    _new_chat(page, live_server)
-    _send(page, "Quiz please")
+    new_chat(page, live_server)
+    send_message(page, "Quiz please")
     card = page.wait_for_selector(".card-q[data-status=awaiting]")
     card_id = card.get_attribute("id")
 
@@ -159,8 +150,8 @@ def test_reload_mid_stream_shows_the_text_so_far_and_keeps_streaming(
     words = " ".join(f"w{n}" for n in range(120))
     fake_model.script(Turn(text(words), token_delay=0.03))
     log_in(page, live_server)
-    _new_chat(page, live_server)
-    _send(page, "Stream a lot")
+    new_chat(page, live_server)
+    send_message(page, "Stream a lot")
     page.wait_for_selector("#live-text:has-text('w10 ')")
 
     page.reload()
@@ -178,12 +169,12 @@ def test_reload_mid_stream_shows_the_text_so_far_and_keeps_streaming(
 def test_a_second_tab_sees_the_same_rows(context, page, live_server, person, fake_model):
     fake_model.script(Turn(text("Both tabs see this."), token_delay=0.02))
     log_in(page, live_server)
-    chat_id = _new_chat(page, live_server)
+    chat_id = new_chat(page, live_server)
     other = context.new_page()
     other.goto(f"{live_server.url}/chats/{chat_id}")
     other.wait_for_selector("body[data-socket=open]", state="attached")
 
-    _send(page, "Hello from tab one")
+    send_message(page, "Hello from tab one")
 
     other.wait_for_selector("#m-1:has-text('Hello from tab one')")
     other.wait_for_selector("#m-2:has-text('Both tabs see this.')")
@@ -194,8 +185,8 @@ def test_a_second_tab_sees_the_same_rows(context, page, live_server, person, fak
 def test_the_conversation_list_shows_status_live(page, live_server, person, fake_model):
     fake_model.script(Turn(text("slow " * 30), token_delay=0.05))
     log_in(page, live_server)
-    chat_id = _new_chat(page, live_server)
-    _send(page, "Name this chat please")
+    chat_id = new_chat(page, live_server)
+    send_message(page, "Name this chat please")
     page.wait_for_selector(f"#conv-{chat_id} .status-streaming")
     assert "Name this chat please" in page.inner_text(f"#conv-{chat_id}")
     page.wait_for_selector(f"#conv-{chat_id} .status-idle", state="attached")
@@ -204,8 +195,8 @@ def test_the_conversation_list_shows_status_live(page, live_server, person, fake
 def test_stop_ends_the_run_and_the_composer_comes_back(page, live_server, person, fake_model):
     fake_model.script(Turn(text("word " * 200), token_delay=0.05))
     log_in(page, live_server)
-    _new_chat(page, live_server)
-    _send(page, "Talk for a long time")
+    new_chat(page, live_server)
+    send_message(page, "Talk for a long time")
     page.wait_for_selector("#live-text:has-text('word word')")
     page.click("button.stop")
     page.wait_for_selector("#composer:not(.busy)")
@@ -217,8 +208,8 @@ def test_a_busy_chat_shows_a_clear_banner_not_a_silent_failure(
 ):
     fake_model.script(Turn(text("word " * 100), token_delay=0.05))
     log_in(page, live_server)
-    chat_id = _new_chat(page, live_server)
-    _send(page, "First")
+    chat_id = new_chat(page, live_server)
+    send_message(page, "First")
     page.wait_for_selector("#live-text:has-text('word')")
     # A second tab tries to send while the first run is still in flight.
     other = page.context.new_page()
@@ -248,8 +239,8 @@ def test_a_table_and_a_code_block_look_the_same_while_streaming_and_after(
 ):
     fake_model.script(Turn(text(STRUCTURED_REPLY), token_delay=0.04))
     log_in(page, live_server)
-    _new_chat(page, live_server)
-    _send(page, "Plan my launch")
+    new_chat(page, live_server)
+    send_message(page, "Plan my launch")
 
     # Mid-stream: rendered, not raw Markdown.
     page.wait_for_selector("#live-text table td:has-text('Bo')")
@@ -295,8 +286,8 @@ def test_copy_a_code_block_and_a_whole_message(page, live_server, person, fake_m
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     fake_model.script(Turn(text(STRUCTURED_REPLY)))
     log_in(page, live_server)
-    _new_chat(page, live_server)
-    _send(page, "Plan my launch")
+    new_chat(page, live_server)
+    send_message(page, "Plan my launch")
     page.wait_for_selector("#m-2 .row-body :text('closing39')")
 
     button = page.locator("#m-2 .code-block button.copy-button")
@@ -381,7 +372,7 @@ def test_a_row_arriving_live_on_a_new_day_gets_its_separator(
     page.wait_for_selector("body[data-socket=open]", state="attached")
     assert page.locator("#rows > .day-sep").count() == 1
 
-    _send(page, "Hello again")
+    send_message(page, "Hello again")
 
     page.wait_for_selector("#m-3:has-text('Welcome back.')")
     order = page.eval_on_selector_all(

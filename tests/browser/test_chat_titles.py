@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app.chat.models import Conversation
-from tests.browser.conftest import log_in, wait_until
+from tests.browser.helpers import log_in, wait_until
 from tests.fake_model import Turn, text, tool_use
 
 

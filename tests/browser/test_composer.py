@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from app.workspace.models import Offer
-from tests.browser.conftest import log_in, new_chat, wait_until
+from tests.browser.helpers import log_in, new_chat, wait_until
 from tests.fake_model import Turn, text, tool_use
 
 # Records every time focus comes to rest on <body>: it left an element, nothing took it

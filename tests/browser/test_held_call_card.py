@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import log_in, new_chat, screenshot
+from tests.browser.helpers import log_in, new_chat, screenshot
 from tests.chat.injection_kit import Site
 from tests.fake_model import Turn, tool_use
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.browser.conftest import screenshot, wait_until
+from tests.browser.helpers import screenshot, wait_until
 from tests.fake_model import Turn, text
 
 STARTERS = [

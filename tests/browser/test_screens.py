@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.accounts.models import User
-from tests.browser.conftest import log_in, screenshot, wait_until
+from tests.browser.helpers import log_in, screenshot, wait_until
 from tests.fake_model import Turn, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.chat.conversations import create_conversation
 from app.chat.rows import insert_message
-from tests.browser.conftest import log_in, wait_until
+from tests.browser.helpers import log_in, wait_until
 
 
 def _long_chat(live_app, user_id: int, title: str, needle_at: int, rows: int = 60) -> int:

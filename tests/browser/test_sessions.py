@@ -3,7 +3,7 @@ everywhere" ending another browser's session too."""
 
 from __future__ import annotations
 
-from tests.browser.conftest import log_in, screenshot
+from tests.browser.helpers import log_in, screenshot
 
 
 def test_settings_make_a_scoped_token_and_log_out_everywhere(live_server, page, browser, person):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import log_in, new_chat, wait_until
+from tests.browser.helpers import log_in, new_chat, wait_until
 from tests.fake_model import Turn, text, tool_use
 
 

@@ -3,19 +3,10 @@ nothing written yet, a "Stopped" notice says so."""
 
 from __future__ import annotations
 
-from tests.browser.conftest import log_in, new_chat
+from tests.browser.helpers import log_in, new_chat, send_message
 from tests.fake_model import Turn, text
 
 WORDS = " ".join(f"w{n}" for n in range(150))
-
-
-def _new_chat(page, live_server):
-    return new_chat(page, live_server)
-
-
-def _send(page, message):
-    page.fill("#composer-input", message)
-    page.keyboard.press("Enter")
 
 
 def test_stop_mid_stream_keeps_the_partial_answer_after_a_reload(
@@ -23,8 +14,8 @@ def test_stop_mid_stream_keeps_the_partial_answer_after_a_reload(
 ):
     fake_model.script(Turn(text(WORDS), token_delay=0.04))
     log_in(page, live_server)
-    _new_chat(page, live_server)
-    _send(page, "Talk for a long time")
+    new_chat(page, live_server)
+    send_message(page, "Talk for a long time")
     page.wait_for_selector("#live-text:has-text('w10 ')")
 
     page.click("button.stop")
@@ -48,8 +39,8 @@ def test_stop_mid_stream_keeps_the_partial_answer_after_a_reload(
 def test_stop_before_the_first_token_shows_a_stopped_notice(page, live_server, person, fake_model):
     fake_model.script(Turn(text("Too late."), delay_first=8))
     log_in(page, live_server)
-    _new_chat(page, live_server)
-    _send(page, "Think hard")
+    new_chat(page, live_server)
+    send_message(page, "Think hard")
     page.wait_for_selector("#live-status:has-text('Thinking…')")
 
     page.click("button.stop")

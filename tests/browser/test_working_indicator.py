@@ -4,19 +4,10 @@ as soon as text starts."""
 
 from __future__ import annotations
 
-from tests.browser.conftest import log_in, new_chat, wait_until
+from tests.browser.helpers import log_in, new_chat, send_message, wait_until
 from tests.fake_model import Turn, api_error, text
 
 WORDS = " ".join(f"w{n}" for n in range(150))
-
-
-def _new_chat(page, live_server):
-    return new_chat(page, live_server)
-
-
-def _send(page, message):
-    page.fill("#composer-input", message)
-    page.keyboard.press("Enter")
 
 
 def _elapsed(page) -> int:
@@ -30,9 +21,9 @@ def test_thinking_counts_the_seconds_until_the_first_token_then_goes(
         Turn(text("Here is your answer, " + WORDS[:120]), delay_first=2.5, token_delay=0.05)
     )
     log_in(page, live_server)
-    _new_chat(page, live_server)
+    new_chat(page, live_server)
 
-    _send(page, "Take your time")
+    send_message(page, "Take your time")
 
     page.wait_for_selector("#live-status:has-text('Thinking…')")
     assert page.get_attribute("#live-status", "role") == "status"
@@ -57,8 +48,8 @@ def test_a_page_opened_while_the_model_thinks_shows_the_wait_so_far(
 ):
     fake_model.script(Turn(text("Worth the wait."), delay_first=6.0))
     log_in(page, live_server)
-    chat_id = _new_chat(page, live_server)
-    _send(page, "Slowly please")
+    chat_id = new_chat(page, live_server)
+    send_message(page, "Slowly please")
     page.wait_for_selector("#live-status:has-text('Thinking…')")
     page.wait_for_timeout(1500)
 
@@ -76,9 +67,9 @@ def test_a_page_opened_while_the_model_thinks_shows_the_wait_so_far(
 def test_a_busy_model_shows_retrying_until_it_answers(page, live_server, person, fake_model):
     fake_model.script(api_error(529, "overloaded_error", retry_after=2), Turn(text("Back again.")))
     log_in(page, live_server)
-    _new_chat(page, live_server)
+    new_chat(page, live_server)
 
-    _send(page, "Hello?")
+    send_message(page, "Hello?")
 
     page.wait_for_selector(
         "#live-status[data-state=retrying]:has-text('The model is busy, retrying…')"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from app.workspace.models import Offer
-from tests.browser.conftest import log_in, new_chat
+from tests.browser.helpers import log_in, new_chat
 from tests.fake_model import Turn, text, tool_use
 from tests.xss_payloads import XSS_PAYLOADS
 

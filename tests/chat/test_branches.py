@@ -456,8 +456,7 @@ def _socket(server, chat_id, token, html=False):
 def test_a_json_socket_follows_a_branch_switch_with_the_shown_branch(
     app, chat, fake_model, script_client
 ):
-    from tests.live import LiveServer
-    from tests.web.test_sockets import _wait_subscribed
+    from tests.live import LiveServer, wait_subscribed
 
     fake_model.script("First.", "Second.")
     chat_id = chat.new_chat()
@@ -467,7 +466,7 @@ def test_a_json_socket_follows_a_branch_switch_with_the_shown_branch(
     server = LiveServer(app).start()
     ws = _socket(server, chat_id, token)
     try:
-        _wait_subscribed(app, chat_id)
+        wait_subscribed(app, chat_id)
         assert _put_branch(chat, chat_id, 2).status_code == 200
         frame = _frame_of(ws, "branch")
         # A client that asks for rows after a sequence gets the shown branch's.

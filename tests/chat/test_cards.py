@@ -9,37 +9,8 @@ from sqlalchemy import func, select
 
 from app.chat.models import Run
 from app.workspace.models import Offer, Output
-from tests.factories import ChatDriver, user_id_of
+from tests.factories import QUIZ, ChatDriver, user_id_of
 from tests.fake_model import Turn, text, tool_use
-
-QUIZ = {
-    "title": "Which morning type are you?",
-    "intro": "Five quick questions.",
-    "questions": [
-        {
-            "question": f"Question {n}?",
-            "options": [
-                {"label": "Early", "scores": {"calm": 2}},
-                {"label": "Late", "scores": {"rushed": 2}},
-            ],
-        }
-        for n in range(1, 4)
-    ],
-    "results": [
-        {
-            "key": "calm",
-            "headline": "Calm",
-            "description": "You start well.",
-            "call_to_action": "Join",
-        },
-        {
-            "key": "rushed",
-            "headline": "Rushed",
-            "description": "You start late.",
-            "call_to_action": "Join",
-        },
-    ],
-}
 
 
 def _offer(app, user_id, name="Calm Mornings"):

@@ -137,7 +137,7 @@ def test_runs_of_someone_else_are_404(app, chat, fake_model, auth):
     chat.wait(run_id)
     auth.create("eve@example.com")
     eve = app.test_client()
-    from tests.conftest import AuthActions
+    from tests.factories import AuthActions
 
     AuthActions(app, eve).login("eve@example.com")
     assert eve.get(f"/api/runs/{run_id}").status_code == 404

@@ -11,8 +11,7 @@ from sqlalchemy import select
 
 from app.memory.models import MemoryChange
 from app.memory.store import MAX_FACTS, read_memory
-from tests.conftest import AuthActions
-from tests.factories import ChatDriver
+from tests.factories import AuthActions, ChatDriver
 from tests.fake_model import Turn, api_error, text
 
 
@@ -229,7 +228,7 @@ def test_memory_api_needs_a_login(app):
 
 
 def test_agents_see_the_persons_instructions(app, client, auth, ada, fake_model):
-    from tests.chat.test_cards import QUIZ
+    from tests.factories import QUIZ
     from tests.fake_model import tool_use
 
     client.put(

@@ -14,7 +14,7 @@ import simple_websocket
 from app.accounts.models import ApiToken
 from app.accounts.service import create_user
 from app.stream.redis_hub import RedisHub
-from tests.conftest import PASSWORD
+from tests.factories import PASSWORD
 from tests.fake_model import Turn, text, tool_use
 from tests.live import LiveServer
 

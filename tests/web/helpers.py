@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 from sqlalchemy import func, select
 
 from app.models import Base
-from tests.conftest import csrf_token_from
+from tests.factories import csrf_token_from
 
 
 def database(app):
@@ -97,3 +97,23 @@ def alerts(response) -> list[str]:
         html.unescape(message)
         for message in re.findall(r'role="alert">([^<]*)<', response.get_data(as_text=True))
     ]
+
+
+def sign_up(client, email="new@example.com") -> None:
+    password = "a fine password"
+    response = client.post(
+        "/signup",
+        data={
+            "email": email,
+            "password": password,
+            "confirm": password,
+            "csrf_token": anonymous_csrf(client),
+        },
+    )
+    # Sign-up answers alike for a new and a taken email: the new account then logs in.
+    assert redirect_path(response) == "/login"
+    response = client.post(
+        "/login",
+        data={"email": email, "password": password, "csrf_token": anonymous_csrf(client)},
+    )
+    assert redirect_path(response) == "/"

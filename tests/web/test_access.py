@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.chat.models import Conversation
-from tests.conftest import PASSWORD, csrf_token_from
+from tests.factories import PASSWORD, csrf_token_from
 from tests.web.helpers import (
     anonymous_csrf,
     assert_redirects_to_login,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.accounts.models import User
-from tests.conftest import csrf_token_from
+from tests.factories import csrf_token_from
 from tests.web.helpers import alerts, count, redirect_path, snapshot
 
 NEW_PERSON = {"email": "grace@example.com", "password": "a long password"}

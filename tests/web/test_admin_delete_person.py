@@ -11,8 +11,7 @@ from app.chat.models import Conversation, Message
 from app.chat.rows import insert_message
 from app.memory.models import MemoryChange
 from app.workspace.models import Offer
-from tests.conftest import PASSWORD, AuthActions
-from tests.factories import add_conversation, add_offer, add_token, add_user
+from tests.factories import PASSWORD, AuthActions, add_conversation, add_offer, add_token, add_user
 from tests.web.helpers import (
     anonymous_csrf,
     assert_redirects_to_login,

@@ -8,8 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from app.accounts.models import User
-from tests.conftest import AuthActions
-from tests.factories import ChatDriver, add_conversation, run_log_entries
+from tests.factories import AuthActions, ChatDriver, add_conversation, run_log_entries
 from tests.fake_model import Turn, text, tool_use
 from tests.web.helpers import redirect_path
 

@@ -276,7 +276,7 @@ def test_upload_without_htmx_redirects_to_the_chat(app, client, auth, chat_id):
 def test_file_over_the_attachment_limit_is_refused_with_413(make_app):
     app = make_app(attachment_max_bytes=1000)
     client = app.test_client()
-    from tests.conftest import AuthActions
+    from tests.factories import AuthActions
 
     auth = AuthActions(app, client)
     user = auth.create()

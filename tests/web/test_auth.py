@@ -7,7 +7,7 @@ import re
 import pytest
 
 from app.accounts.models import User
-from tests.conftest import PASSWORD, csrf_token_from
+from tests.factories import PASSWORD, csrf_token_from
 from tests.web.helpers import (
     alerts,
     anonymous_csrf,

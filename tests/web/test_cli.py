@@ -7,8 +7,7 @@ import pytest
 from app.accounts.models import ApiToken, User
 from app.workspace.models import Offer, Persona
 from app.workspace.seed import DEMO_EMAIL, DEMO_PASSWORD
-from tests.conftest import csrf_token_from
-from tests.factories import add_user
+from tests.factories import add_user, csrf_token_from
 from tests.web.helpers import bearer, count, sha256, snapshot
 
 

@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from werkzeug.routing import AnyConverter, IntegerConverter
 
 from app.chat.rows import insert_message
-from tests.conftest import AuthActions
-from tests.factories import add_conversation, add_offer, add_persona, add_token
+from tests.factories import AuthActions, add_conversation, add_offer, add_persona, add_token
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 SKIPPED_PREFIXES = ("/static/", "/ws/")

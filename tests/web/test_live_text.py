@@ -19,7 +19,7 @@ from app.web.live_text import (
     stable_boundary,
 )
 from app.web.markdown import decorate_code_blocks, render_markdown, render_message
-from tests.web.test_markdown import assert_inert, parse
+from tests.web.markup_checks import assert_inert, parse
 from tests.xss_payloads import XSS_PAYLOADS
 
 ROOT = Path(__file__).resolve().parents[2]

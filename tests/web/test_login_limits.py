@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import PASSWORD
-from tests.factories import add_user
+from tests.factories import PASSWORD, add_user
 from tests.web.helpers import anonymous_csrf, redirect_path
 
 PROXY = "10.9.9.9"

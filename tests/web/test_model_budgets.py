@@ -12,8 +12,7 @@ import time
 import pytest
 
 from app.agents.onboarding import starter_writers
-from tests.conftest import AuthActions
-from tests.factories import ChatDriver
+from tests.factories import AuthActions, ChatDriver
 from tests.fake_model import Turn, text, tool_use
 from tests.web.helpers import json_error
 
@@ -103,8 +102,8 @@ def test_budgets_are_per_person(app, client, auth, user, fake_model):
 
 
 def _sign_up(client, email="new@example.com"):
-    from tests.conftest import csrf_token_from
-    from tests.web.test_onboarding import sign_up
+    from tests.factories import csrf_token_from
+    from tests.web.helpers import sign_up
 
     sign_up(client, email)  # signs up, then logs in
 

@@ -21,7 +21,7 @@ from app.agents.onboarding import UNTRUSTED_NOTE
 from app.chat.models import Message
 from tests.factories import add_conversation, add_user
 from tests.fake_model import Turn, api_error, text
-from tests.web.helpers import alerts, anonymous_csrf, database, redirect_path
+from tests.web.helpers import alerts, database, redirect_path, sign_up
 
 HTMX = {"HX-Request": "true"}
 STARTERS = [
@@ -37,28 +37,8 @@ def app(app_on_fake_model):
     return app_on_fake_model
 
 
-def sign_up(client, email="new@example.com") -> None:
-    password = "a fine password"
-    response = client.post(
-        "/signup",
-        data={
-            "email": email,
-            "password": password,
-            "confirm": password,
-            "csrf_token": anonymous_csrf(client),
-        },
-    )
-    # Sign-up answers alike for a new and a taken email: the new account then logs in.
-    assert redirect_path(response) == "/login"
-    response = client.post(
-        "/login",
-        data={"email": email, "password": password, "csrf_token": anonymous_csrf(client)},
-    )
-    assert redirect_path(response) == "/"
-
-
 def csrf(client) -> str:
-    from tests.conftest import csrf_token_from
+    from tests.factories import csrf_token_from
 
     return csrf_token_from(client.get("/settings").get_data(as_text=True))
 

@@ -64,7 +64,7 @@ def test_limits_are_per_person(app, client, auth):
     auth.login()
     for chat_id in [_chat(app, ada) for _ in range(3)]:
         client.post(f"/api/chats/{chat_id}/loop", json={"message": "hi"}, headers=auth.headers())
-    from tests.conftest import AuthActions
+    from tests.factories import AuthActions
 
     bob_client = app.test_client()
     bob = AuthActions(app, bob_client)

@@ -7,8 +7,7 @@ from __future__ import annotations
 import time
 
 from app.accounts.models import User
-from tests.conftest import PASSWORD, csrf_token_from
-from tests.factories import add_conversation, add_user
+from tests.factories import PASSWORD, add_conversation, add_user, csrf_token_from
 from tests.web.helpers import (
     anonymous_csrf,
     assert_redirects_to_login,

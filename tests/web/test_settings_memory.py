@@ -12,8 +12,7 @@ from sqlalchemy import select
 
 from app.memory.models import MemoryChange
 from app.memory.store import MAX_FACTS, MAX_INSTRUCTIONS_CHARS, Operation, apply_operations
-from tests.conftest import PASSWORD, csrf_token_from
-from tests.factories import add_user
+from tests.factories import PASSWORD, add_user, csrf_token_from
 from tests.fake_model import Turn, api_error, text
 from tests.web.helpers import alerts, database, redirect_path, snapshot
 

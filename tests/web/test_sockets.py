@@ -13,7 +13,7 @@ from app.accounts.models import ApiToken
 from app.chat.conversations import create_conversation
 from app.chat.models import Conversation
 from tests.fake_model import Turn, text
-from tests.live import LiveServer
+from tests.live import LiveServer, wait_subscribed
 
 
 @pytest.fixture
@@ -62,15 +62,6 @@ def _connect(server, chat_id, token=None, origin=None, fmt="json", cookie=None):
     )
 
 
-def _wait_subscribed(app, chat_id, timeout=5.0):
-    """The server subscribes right after the handshake; wait for it before acting."""
-    hub = app.extensions["services"].hub
-    deadline = time.monotonic() + timeout
-    while not hub._by_conversation.get(chat_id):
-        assert time.monotonic() < deadline, "the socket never subscribed"
-        time.sleep(0.005)
-
-
 def _frames_until_done(ws, timeout=10.0):
     frames = []
     deadline = time.monotonic() + timeout
@@ -103,7 +94,7 @@ def test_json_socket_streams_a_run(app, server, auth, fake_model):
     token, chat_id = _token(app, user_id), _chat(app, user_id)
     fake_model.script(Turn(text("Streaming over the socket works."), token_delay=0.01))
     ws = _connect(server, chat_id, token=token)
-    _wait_subscribed(app, chat_id)
+    wait_subscribed(app, chat_id)
     try:
         run_id = _start_run(server, token, chat_id)
         frames = _frames_until_done(ws)
@@ -230,7 +221,7 @@ def test_closing_the_socket_unsubscribes_it(app, server, auth):
     user_id = auth.create()
     token, chat_id = _token(app, user_id), _chat(app, user_id)
     ws = _connect(server, chat_id, token=token)
-    _wait_subscribed(app, chat_id)
+    wait_subscribed(app, chat_id)
     ws.close()
     hub = app.extensions["services"].hub
     deadline = time.monotonic() + 5
@@ -250,7 +241,7 @@ def test_the_html_socket_sends_the_live_text_rendered_a_few_times_a_second(
     fake_model.script(Turn(text(reply), token_delay=0.02))
     ws = _connect(server, chat_id, token=token, fmt="html")
     ws.send(json.dumps({"after": 0}))
-    _wait_subscribed(app, chat_id)
+    wait_subscribed(app, chat_id)
     frames = []
     try:
         started = time.monotonic()

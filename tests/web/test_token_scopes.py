@@ -11,8 +11,7 @@ import pytest
 from app.accounts.models import ApiToken
 from app.chat.models import Conversation
 from app.db import utcnow
-from tests.conftest import PASSWORD
-from tests.factories import add_conversation, add_token, add_user
+from tests.factories import PASSWORD, add_conversation, add_token, add_user
 from tests.web.helpers import bearer, count, fetch, json_error, redirect_path
 
 HTMX = {"HX-Request": "true"}

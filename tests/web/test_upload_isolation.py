@@ -16,8 +16,7 @@ from werkzeug.test import encode_multipart
 import app.workspace.attachments as attachments
 from app.chat.models import Message
 from app.workspace.models import Attachment
-from tests.conftest import AuthActions
-from tests.factories import add_conversation, add_token, add_user
+from tests.factories import AuthActions, add_conversation, add_token, add_user
 from tests.live import LiveServer
 from tests.web.helpers import count
 

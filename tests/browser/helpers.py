@@ -1,0 +1,58 @@
+"""What browser tests do on a page: log in, open a chat, send, wait, take a screenshot."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from tests.factories import PASSWORD
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def log_in(page, live_server, email="ada@example.com", password=PASSWORD):
+    page.goto(f"{live_server.url}/login")
+    page.fill("input[name=email]", email)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/**")
+
+
+def new_chat(page, live_server) -> int:
+    """An empty chat of the logged-in person, open with its socket connected. "+ New chat"
+    opens a draft that has no chat (and no socket) until its first message, so the chat
+    is made as a script would, with the page's session and CSRF token."""
+    page.goto(f"{live_server.url}/chats/new")
+    csrf = json.loads(page.get_attribute("body", "hx-headers"))["X-CSRFToken"]
+    response = page.request.post(
+        f"{live_server.url}/api/chats", data={}, headers={"X-CSRFToken": csrf}
+    )
+    assert response.status == 201, response.text()
+    chat_id = response.json()["id"]
+    page.goto(f"{live_server.url}/chats/{chat_id}")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    return chat_id
+
+
+def send_message(page, message: str) -> None:
+    """Type into the composer and press Enter, as a person sends."""
+    page.fill("#composer-input", message)
+    page.keyboard.press("Enter")
+
+
+def screenshot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    return path
+
+
+def wait_until(page, expression: str, timeout: float = 10.0) -> None:
+    """Poll a JS expression. (Playwright's wait_for_function evaluates strings inside the
+    page, which our Content-Security-Policy rightly forbids.)"""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(f"() => Boolean({expression})"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {expression}")
+        page.wait_for_timeout(25)
