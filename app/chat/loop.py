@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 
 from app import events as ev
 from app.billing.meter import record_run_usage
@@ -43,6 +43,20 @@ from app.tools.registry import Tool
 from app.tools.results import ToolResult
 
 log = logging.getLogger(__name__)
+
+# The loop's per-step updates, built once (composing them was most of their cost). Core
+# statements on the tables, so the ORM does not look for the row among loaded objects:
+# each runs in a session of its own, closed after its commit, that never loaded the row.
+_TOUCH_CONVERSATION = (
+    update(Conversation.__table__)
+    .where(Conversation.__table__.c.id == bindparam("conversation_id"))
+    .values(updated_at=bindparam("now"))
+)
+_RECORD_ITERATION = (
+    update(Run.__table__)
+    .where(Run.__table__.c.id == bindparam("run_id"))
+    .values(iterations=bindparam("iterations"), heartbeat_at=bindparam("now"))
+)
 
 
 class RunCancelled(Exception):
@@ -366,18 +380,15 @@ class HostLoop(ToolCalls):
         model call, so a run that dies in it keeps them)."""
         with self.services.database.session() as session:
             session.execute(
-                update(Run)
-                .where(Run.id == self.run_id)
-                .values(iterations=self.iterations, heartbeat_at=utcnow())
+                _RECORD_ITERATION,
+                {"run_id": self.run_id, "iterations": self.iterations, "now": utcnow()},
             )
             self.run_log.write(session)
             session.commit()
 
     def touch_conversation(self, session) -> None:
         session.execute(
-            update(Conversation)
-            .where(Conversation.id == self.conversation_id)
-            .values(updated_at=utcnow())
+            _TOUCH_CONVERSATION, {"conversation_id": self.conversation_id, "now": utcnow()}
         )
 
     def meter(self, session=None) -> None:

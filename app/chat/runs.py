@@ -3,7 +3,7 @@ claim (compare-and-set), finish and cancel."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -128,14 +128,18 @@ def run_status(session: Session, run_id: int) -> str | None:
     return session.scalar(select(Run.status).where(Run.id == run_id))
 
 
+# Read on every new message: built once, not composed per call.
+_LATEST_CARD = (
+    select(Message)
+    .where(Message.conversation_id == bindparam("conversation_id"), Message.kind == RowKind.CARD)
+    .order_by(Message.sequence.desc())
+    .limit(1)
+)
+
+
 def latest_card(session: Session, conversation_id: int) -> Message | None:
     """The conversation's latest card row (only the latest can wait or be approved)."""
-    return session.scalar(
-        select(Message)
-        .where(Message.conversation_id == conversation_id, Message.kind == RowKind.CARD)
-        .order_by(Message.sequence.desc())
-        .limit(1)
-    )
+    return session.scalar(_LATEST_CARD, {"conversation_id": conversation_id})
 
 
 def waiting(row: Message | None) -> Message | None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from flask import current_app, g, request
 from flask import session as flask_session
 from flask_login import current_user
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import ApiToken, User, hash_token
@@ -42,6 +42,12 @@ def close_db_session(_exc: BaseException | None = None) -> None:
 
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# Every request of a script signs in with it: built once, not composed per request.
+_TOKEN_AND_USER = (
+    select(ApiToken, User)
+    .join(User, User.id == ApiToken.user_id)
+    .where(ApiToken.token_hash == bindparam("token_hash"))
+)
 
 
 def bearer_token() -> str | None:
@@ -55,11 +61,7 @@ def bearer_token() -> str | None:
 def user_from_bearer(raw: str) -> User | None:
     session = db_session()
     with read_transaction(session):
-        found = session.execute(
-            select(ApiToken, User)
-            .join(User, User.id == ApiToken.user_id)
-            .where(ApiToken.token_hash == hash_token(raw))
-        ).first()
+        found = session.execute(_TOKEN_AND_USER, {"token_hash": hash_token(raw)}).first()
     if found is None or not found.ApiToken.active:
         return None
     token = found.ApiToken
