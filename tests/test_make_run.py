@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import csrf_token_from
+from tests.factories import csrf_token_from
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_SECONDS = 90
