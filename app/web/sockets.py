@@ -103,18 +103,23 @@ def _socket_slot(services, user_id: int, limit: int):
 def chat_socket(ws, conversation_id: int):
     """The chat's websocket: rows, live text and run frames, as HTML or JSON (docs/CONTRACT.md)."""
     if not _owned_conversation(conversation_id):
-        ws.close(reason=POLICY_VIOLATION, message="")
+        _refuse(ws, POLICY_VIOLATION, "")
         return
     services = current_app.extensions["services"]
     limit = services.settings.max_sockets_per_person
     with _socket_slot(services, current_user.id, limit) as allowed:
         if not allowed:
-            ws.close(
-                reason=TRY_AGAIN_LATER,
-                message=f"Too many open sockets: at most {limit} per person.",
-            )
+            _refuse(ws, TRY_AGAIN_LATER, f"Too many open sockets: at most {limit} per person.")
             return
         _serve(ws, services, conversation_id)
+
+
+def _refuse(ws, reason: int, message: str) -> None:
+    """Close a socket refused at once. The websocket's reader starts in its own thread and
+    registers the connection with its selector; returning before it has run would close the
+    connection under it (EBADF in that thread). It sees the close and ends at once."""
+    ws.close(reason=reason, message=message)
+    ws.thread.join(timeout=1)
 
 
 def _serve(ws, services, conversation_id: int) -> None:
