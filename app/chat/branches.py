@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, literal, select
+from sqlalchemy import bindparam, func, literal, select
 from sqlalchemy.orm import Session, aliased
 
 from app.chat.conversations import row_dict
@@ -60,6 +60,18 @@ def branch_version(conversation: Conversation) -> str:
     return f"{conversation.branch_chosen_at_sequence}-{conversation.branch_leaf_sequence or 0}"
 
 
+# The newest rows of a conversation that never branched (the history a model call reads).
+_NEWEST_ROWS = (
+    select(Message)
+    .where(
+        Message.conversation_id == bindparam("conversation_id"),
+        Message.sequence > bindparam("above"),
+    )
+    .order_by(Message.sequence.desc())
+    .limit(bindparam("limit"))
+)
+
+
 def branch_rows(
     session: Session,
     conversation: Conversation,
@@ -72,6 +84,10 @@ def branch_rows(
     first; with `limit`, only the newest that many (hidden rows included). A branched
     conversation is walked up from its leaf by a recursive query; a straight one is read
     by sequence as before."""
+    if conversation.branch_chosen_at_sequence is None and below is None and limit is not None:
+        # Every model call reads this: the statement is built once.
+        values = {"conversation_id": conversation.id, "above": above, "limit": limit}
+        return list(reversed(session.scalars(_NEWEST_ROWS, values).all()))
     where = [Message.conversation_id == conversation.id, Message.sequence > above]
     if below is not None:
         where.append(Message.sequence < below)

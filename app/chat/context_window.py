@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from app.chat.compaction import Summarizer, rows_to_compact, save_summary
 from app.chat.history import (
     cap_messages,
@@ -18,6 +20,7 @@ from app.chat.history import (
 from app.chat.models import Conversation, Message
 from app.chat.prompt import build_system_prompt
 from app.chat.toolset import tools_for_step
+from app.db import read_transaction
 from app.llm.budget import (
     Calibration,
     cap_oversized,
@@ -49,9 +52,13 @@ class HostRequestBuilder:
     conversation_id: int
     calibration: Calibration
 
-    def prepare(self, tool_choice: dict, wrap_up: bool, harder: bool = False) -> PreparedRequest:
+    def prepare(
+        self, tool_choice: dict, wrap_up: bool, harder: bool = False, draft: Draft | None = None
+    ) -> PreparedRequest:
+        """The request, fitted to the window. `draft`: its first draft, when the caller read
+        it already in a transaction of its own (`draft`)."""
         notices: list[Message] = []
-        draft = self._draft(tool_choice, wrap_up)
+        draft = draft or self._draft(tool_choice, wrap_up)
         threshold = 0.5 if harder else COMPACT_THRESHOLD
         if draft.history_tokens > draft.budget * threshold:
             recent = int(draft.budget * RECENT_FRACTION * (0.5 if harder else 1))
@@ -67,15 +74,27 @@ class HostRequestBuilder:
                 prepared = draft.finish(notices, shrink=shrink * 0.95)
         return prepared
 
-    def _draft(self, tool_choice: dict, wrap_up: bool) -> _Draft:
+    def _draft(self, tool_choice: dict, wrap_up: bool) -> Draft:
+        with self.services.database.session() as session, read_transaction(session):
+            return self.draft(session, tool_choice, wrap_up)
+
+    def draft(
+        self,
+        session: Session,
+        tool_choice: dict,
+        wrap_up: bool,
+        memory: tuple[str, list[str]] | None = None,
+    ) -> Draft:
+        """The request before it is fitted, read in the caller's transaction (the loop reads
+        it with what else it reads or writes before the model call). `memory`: the
+        person's instructions and facts, when the caller read them already."""
         settings = self.services.settings
-        with self.services.database.session() as session:
-            conversation = session.get(Conversation, self.conversation_id)
-            tools = tools_for_step(self.services.tools, conversation.tool_phase)
-            tail = load_tail(session, conversation, settings.history_message_cap)
-            instructions, facts = read_memory(session, conversation.user_id)
-            system = build_system_prompt(conversation, tools, memory_prompt(instructions, facts))
-            summarized_up_to = conversation.summarized_up_to_sequence
+        conversation = session.get(Conversation, self.conversation_id)
+        tools = tools_for_step(self.services.tools, conversation.tool_phase)
+        tail = load_tail(session, conversation, settings.history_message_cap)
+        instructions, facts = memory or read_memory(session, conversation.user_id)
+        system = build_system_prompt(conversation, tools, memory_prompt(instructions, facts))
+        summarized_up_to = conversation.summarized_up_to_sequence
         if wrap_up:
             system = f"{system}\n\n{WRAP_UP_NOTE}"
         keep_thinking = settings.thinking_budget > 0
@@ -99,7 +118,7 @@ class HostRequestBuilder:
         }
         if thinking:
             request["thinking"] = {"type": "enabled", "budget_tokens": settings.thinking_budget}
-        return _Draft(
+        return Draft(
             request=request,
             messages=messages,
             tail=tail,
@@ -133,7 +152,7 @@ class HostRequestBuilder:
 
 
 @dataclass
-class _Draft:
+class Draft:
     request: dict[str, Any]
     messages: list[dict[str, Any]]
     tail: list[Message]

@@ -11,19 +11,18 @@ import logging
 import time
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, update
 
 from app import events as ev
-from app.billing.meter import record_run_usage
-from app.chat.branches import restore_unanswered_fork
-from app.chat.context_window import HostRequestBuilder, PreparedRequest
-from app.chat.conversations import conversation_dict, row_dict
+from app.chat.context_window import Draft, HostRequestBuilder, PreparedRequest
+from app.chat.conversations import row_dict
 from app.chat.liveness import StreamWatch
 from app.chat.models import Conversation, Message, Run, RunStatus
 from app.chat.rows import insert_message
+from app.chat.run_end import RunCancelled, RunEnd, assistant_row
 from app.chat.run_log import RunLog
 from app.chat.run_services import RunServices
-from app.chat.runs import awaiting_approval, claim_run, finish_run, run_status
+from app.chat.runs import approval_pending, claim_run, run_status
 from app.chat.steps import RunSteps
 from app.chat.taint import typed_urls, untrusted_sources
 from app.chat.titles import propose_title
@@ -39,6 +38,8 @@ from app.llm.client import (
     StreamCancelled,
 )
 from app.llm.errors import error_detail, plain_reason, redact
+from app.memory.models import UserMemory
+from app.memory.store import memory_parts
 from app.tools.registry import Tool
 from app.tools.results import ToolResult
 
@@ -59,8 +60,8 @@ _RECORD_ITERATION = (
 )
 
 
-class RunCancelled(Exception):
-    pass
+# The tool choice of every step but the wrap-up at the iteration cap.
+AUTO = {"type": "auto"}
 
 
 def execute_run(services: RunServices, run_id: int) -> str | None:
@@ -72,21 +73,33 @@ def execute_run(services: RunServices, run_id: int) -> str | None:
             # Stopped, or deleted with its conversation, before it began: nothing to cancel.
             services.cancellations.discard(run_id)
             return None
-        conversation_id, user_id = claimed
-        host = HostLoop(services, run_id, conversation_id, user_id)
-        host.load_state(session)
+        host = HostLoop(
+            services, run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index
+        )
+        host.start(session)
         session.commit()
     return host.run()
 
 
-class HostLoop(ToolCalls):
-    def __init__(self, services: RunServices, run_id: int, conversation_id: int, user_id: int):
+class HostLoop(ToolCalls, RunEnd):
+    def __init__(
+        self,
+        services: RunServices,
+        run_id: int,
+        conversation_id: int,
+        user_id: int,
+        turn_index: int | None = None,
+    ):
+        """`turn_index`: the run's, when its claim read it (metering needs it)."""
         self.services = services
         self.settings = services.settings
         self.run_id = run_id
         self.conversation_id = conversation_id
         self.user_id = user_id
+        self.turn_index = turn_index
         self.iterations = 0
+        # The first model call's history and prompt, read when the run was claimed.
+        self.first_draft: Draft | None = None
         # The untrusted content the model has been sent (app/chat/taint.py): while there
         # is any, writes and fetches of addresses the person did not type are held.
         self.sources: list[dict[str, Any]] = []
@@ -103,26 +116,34 @@ class HostLoop(ToolCalls):
         # The tool calls, kept as the run's "N steps" summary when it ends (app/chat/steps.py).
         self.steps = RunSteps(run_id, services.tools)
         self.steps_row: Message | None = None
+        # Whether the Done frame was counted in a log the run's end wrote (app/chat/run_end.py).
+        self.done_counted = False
 
-    def load_state(self, session) -> None:
-        """What the run needs to know before its first model call, read in the claiming
-        transaction (every transaction saved is latency before the first token)."""
-        self.approval_pending = awaiting_approval(session, self.conversation_id) is not None
-        self.sources = untrusted_sources(
-            session, self.conversation_id, self.services.tools, self.user_id
-        )
+    def start(self, session) -> None:
+        """Everything before the first model call, in the transaction that claims the run:
+        its state, the first request's history and prompt, and the first iteration's
+        count (every transaction saved is CPU and latency before the first token). A run
+        that first carries out an approved call drafts its request after that call."""
+        # Held while the draft reads them too: a session finds again only what is held.
+        conversation, memory = self.load_state(session)
+        if not self.approval_pending and self.settings.max_iterations > 0:
+            draft = self.request_builder().draft(session, AUTO, False, memory_parts(memory))
+            self.first_draft = draft
+            self.count_iteration(session)
+
+    def load_state(self, session) -> tuple[Conversation, UserMemory | None]:
+        """What the run needs to know before its first model call; the conversation and
+        the person's memory it read."""
+        conversation = session.get(Conversation, self.conversation_id)
+        memory = session.get(UserMemory, self.user_id)
+        self.approval_pending = approval_pending(session, self.conversation_id)
+        self.sources = untrusted_sources(session, self.conversation_id, self.services.tools, memory)
         self.typed_urls = typed_urls(session, self.conversation_id)
         # A branched conversation (app/chat/branches.py): rows pushed during the run carry
         # no siblings, so clients re-render the shown branch once it ends.
-        self.branched = (
-            session.scalar(
-                select(Conversation.branch_chosen_at_sequence).where(
-                    Conversation.id == self.conversation_id
-                )
-            )
-            is not None
-        )
+        self.branched = conversation.branch_chosen_at_sequence is not None
         self.state_loaded = True
+        return conversation, memory
 
     @property
     def tainted(self) -> bool:
@@ -144,38 +165,7 @@ class HostLoop(ToolCalls):
 
     def run(self) -> str:
         self.watch = self.services.liveness.watch(self.run_id, self.conversation_id)
-        changed = None
-        done_counted = False
-        try:
-            status = self._loop()
-        except (RunCancelled, StreamCancelled):
-            status = RunStatus.CANCELLED
-        except StreamAborted as aborted:
-            status = self._fail(aborted.reason, _aborted_text(aborted.reason))
-        except ModelError as error:
-            secret = self.settings.anthropic_api_key
-            log.warning(
-                "run %s: model error %s", self.run_id, redact(error_detail(error), [secret])
-            )
-            self.run_log.model_error(error)  # the full reason; the person gets the short one
-            status = self._fail(error.code, _model_error_text(error, secret))
-        except Exception:
-            if self.deleted():
-                # Its conversation was deleted under it (a write of the run found it gone):
-                # a cancellation, not a failure.
-                status = RunStatus.CANCELLED
-            else:
-                log.exception("run %s failed", self.run_id)
-                self.run_log.exception()
-                status = self._fail(
-                    "internal", "Something went wrong while answering. Please try again."
-                )
-        else:
-            # The Done frame is counted now so that the finishing transaction writes the
-            # whole log (no transaction after it just for that count).
-            self.run_log.frame(ev.Done.kind)
-            status, changed = self._finish(status)
-            done_counted = True
+        status, changed = self._outcome()
         if changed is None:
             # Failed, cancelled or ended elsewhere: metered and read on their own.
             if self.model_answers:
@@ -186,7 +176,7 @@ class HostLoop(ToolCalls):
         # Released before Done is published: no keepalive of this run can follow its Done.
         self.services.liveness.release(self.run_id)
         done = ev.Done(self.run_id, status)
-        if done_counted:
+        if self.done_counted:
             self.services.hub.publish(self.conversation_id, done)
         else:
             self.emit(done)
@@ -202,26 +192,49 @@ class HostLoop(ToolCalls):
             self.services.hub.publish(self.conversation_id, ev.BranchChanged())
         return status
 
-    def _loop(self) -> str:
+    def _outcome(self) -> tuple[str, ev.ConversationChanged | None]:
+        """The run's final status, and what its conversation's list item shows when the run
+        ended normally (its Done frame counted in the log it wrote then)."""
+        try:
+            return self._loop()
+        except (RunCancelled, StreamCancelled):
+            return RunStatus.CANCELLED, None
+        except StreamAborted as aborted:
+            return self.fail(aborted.reason, _aborted_text(aborted.reason)), None
+        except ModelError as error:
+            secret = self.settings.anthropic_api_key
+            log.warning(
+                "run %s: model error %s", self.run_id, redact(error_detail(error), [secret])
+            )
+            self.run_log.model_error(error)  # the full reason; the person gets the short one
+            return self.fail(error.code, _model_error_text(error, secret)), None
+        except Exception:
+            if self.deleted():
+                # Its conversation was deleted under it (a write of the run found it gone):
+                # a cancellation, not a failure.
+                return RunStatus.CANCELLED, None
+            log.exception("run %s failed", self.run_id)
+            self.run_log.exception()
+            message = "Something went wrong while answering. Please try again."
+            return self.fail("internal", message), None
+
+    def _loop(self) -> tuple[str, ev.ConversationChanged | None]:
         if not self.state_loaded:
             with self.services.database.session() as session:
                 self.load_state(session)
         presenting = self.settle_approved_call() if self.approval_pending else False
         for _ in range(self.settings.max_iterations):
-            turn = self.model_step(tool_choice={"type": "auto"}, presenting=presenting)
-            row = self.persist_assistant_turn(turn)
+            turn = self.model_step(tool_choice=AUTO, presenting=presenting)
             if not turn.tool_uses:
-                self.close_presenting(presenting)
-                return RunStatus.COMPLETED
+                return self.answer(turn, presenting)
+            row = self.persist_assistant_turn(turn)
             if self.run_tools(turn, row):
                 self.close_presenting(presenting)
-                return RunStatus.AWAITING
+                return self.finish(RunStatus.AWAITING)
             presenting = True
         # The cap: one last call that may not use tools, so the person always gets a sentence.
         turn = self.model_step(tool_choice={"type": "none"}, presenting=presenting, wrap_up=True)
-        self.persist_assistant_turn(_without_tool_uses(turn), final=True)
-        self.close_presenting(presenting)
-        return RunStatus.COMPLETED
+        return self.answer(_without_tool_uses(turn), presenting)
 
     # -- one model call -----------------------------------------------------------------
 
@@ -229,11 +242,10 @@ class HostLoop(ToolCalls):
         self, tool_choice: dict, presenting: bool, wrap_up: bool = False
     ) -> AssistantTurn:
         self.check_cancelled()
-        prepared = self.prepare(tool_choice, wrap_up)
-        self.iterations += 1
-        self.record_iteration()
         if presenting:
+            # Before the step's transaction, which writes the log with this frame counted.
             self.emit(ev.Timeline(self.run_id, "presenting", "started"))
+        prepared = self.prepare(tool_choice, wrap_up, draft=self.next_draft(tool_choice, wrap_up))
         # The working indicator says "retrying" while the SDK retries this call (its
         # "thinking" went out with the message: app.web.chat_actions.start_turn).
         since = int(time.time() * 1000)
@@ -269,9 +281,25 @@ class HostLoop(ToolCalls):
             call.turn = self.services.model.stream_turn(prepared.request, callbacks)
         return call.turn
 
-    def prepare(self, tool_choice: dict, wrap_up: bool, harder: bool = False) -> PreparedRequest:
-        builder = HostRequestBuilder(self.services, self.conversation_id, self.services.calibration)
-        prepared = builder.prepare(tool_choice, wrap_up, harder)
+    def request_builder(self) -> HostRequestBuilder:
+        return HostRequestBuilder(self.services, self.conversation_id, self.services.calibration)
+
+    def next_draft(self, tool_choice: dict, wrap_up: bool) -> Draft:
+        """The step's history and prompt, read in one transaction with its iteration's
+        count (the first step's were read in the transaction that claimed the run)."""
+        draft, self.first_draft = self.first_draft, None
+        if draft is not None and tool_choice == AUTO and not wrap_up:
+            return draft
+        with self.services.database.session() as session:
+            draft = self.request_builder().draft(session, tool_choice, wrap_up)
+            self.count_iteration(session)
+            session.commit()
+        return draft
+
+    def prepare(
+        self, tool_choice: dict, wrap_up: bool, harder: bool = False, draft: Draft | None = None
+    ) -> PreparedRequest:
+        prepared = self.request_builder().prepare(tool_choice, wrap_up, harder, draft)
         for notice in prepared.notices:
             self.emit(ev.RowPersisted(row_dict(notice), self.run_id))
         return prepared
@@ -282,15 +310,9 @@ class HostLoop(ToolCalls):
 
     # -- persisting ---------------------------------------------------------------------
 
-    def persist_assistant_turn(self, turn: AssistantTurn, final: bool = False) -> Message:
-        text = turn.text.strip()
-        meta: dict[str, Any] = {"blocks": turn.content, "stop_reason": turn.stop_reason}
-        if not text:
-            meta["hidden"] = True
-        if not turn.content:
-            # An empty answer still needs a row the person can see.
-            meta = {"hidden": False}
-            text = "(The model returned an empty answer.)"
+    def persist_assistant_turn(self, turn: AssistantTurn) -> Message:
+        """A turn that calls tools: its row, before the tools run."""
+        text, meta = assistant_row(turn)
         with self.services.database.session() as session:
             row = insert_message(
                 session,
@@ -304,20 +326,11 @@ class HostLoop(ToolCalls):
             self.ensure_running(session)
             self.run_log.write(session)
             session.commit()
-        if turn.tool_uses and text and not final:
+        if text:
             self.emit(ev.HostTurn(self.run_id, text))
         if not row.hidden:
             self.emit(ev.RowPersisted(row_dict(row), self.run_id))
         return row
-
-    def restore_unanswered_fork(self) -> None:
-        """A regenerate stopped before its first row shows the older answer again."""
-        try:
-            with self.services.database.session() as session:
-                if restore_unanswered_fork(session, self.conversation_id):
-                    session.commit()
-        except Exception:
-            log.exception("run %s: the shown branch could not be restored", self.run_id)
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -326,30 +339,6 @@ class HostLoop(ToolCalls):
         if isinstance(event, ev.RowPersisted):
             self.steps.row_shown(event.row)
         self.services.hub.publish(self.conversation_id, event)
-
-    def keep_steps(self) -> None:
-        """The run's steps stay on its first shown row (written with the run's final status
-        when it finished normally, else now); open pages get the row again, with them."""
-        try:
-            if self.steps_row is None and self.steps.items and not self.steps.kept:
-                with self.services.database.session() as session:
-                    self.steps_row = self.steps.keep(session, self.conversation_id)
-                    session.commit()
-            if self.steps_row is not None:
-                row = ev.RowPersisted(row_dict(self.steps_row), self.run_id)
-                self.services.hub.publish(self.conversation_id, row)
-        except Exception:
-            log.exception("run %s: its steps could not be kept", self.run_id)
-
-    def conversation_changed(self, session=None) -> ev.ConversationChanged | None:
-        """What the person's conversation list shows now (status and title)."""
-        if session is None:
-            with self.services.database.session() as own:
-                return self.conversation_changed(own)
-        conversation = session.get(Conversation, self.conversation_id)
-        if conversation is None:
-            return None
-        return ev.ConversationChanged(conversation_dict(conversation))
 
     def close_presenting(self, presenting: bool) -> None:
         if presenting:
@@ -375,86 +364,20 @@ class HostLoop(ToolCalls):
         if self.watch is not None and self.watch.aborted:
             raise StreamAborted(self.watch.aborted)
 
-    def record_iteration(self) -> None:
-        """The iteration count, with the log of the steps so far (written before the
-        model call, so a run that dies in it keeps them)."""
-        with self.services.database.session() as session:
-            session.execute(
-                _RECORD_ITERATION,
-                {"run_id": self.run_id, "iterations": self.iterations, "now": utcnow()},
-            )
-            self.run_log.write(session)
-            session.commit()
+    def count_iteration(self, session) -> None:
+        """One more model call, counted with the log of the steps so far in the caller's
+        transaction (before the call, so a run that dies in it keeps them)."""
+        self.iterations += 1
+        session.execute(
+            _RECORD_ITERATION,
+            {"run_id": self.run_id, "iterations": self.iterations, "now": utcnow()},
+        )
+        self.run_log.write(session)
 
     def touch_conversation(self, session) -> None:
         session.execute(
             _TOUCH_CONVERSATION, {"conversation_id": self.conversation_id, "now": utcnow()}
         )
-
-    def meter(self, session=None) -> None:
-        """The run's usage event (in the caller's transaction, inside a savepoint, or its
-        own). Metering trouble is logged and never fails a run the person already has."""
-        try:
-            if session is None:
-                with self.services.database.session() as own:
-                    self._record_usage(own)
-                    own.commit()
-                return
-            with session.begin_nested():
-                self._record_usage(session)
-        except Exception:
-            log.exception("run %s: usage could not be metered", self.run_id)
-
-    def _record_usage(self, session) -> None:
-        run = session.get(Run, self.run_id)
-        if run is not None:  # gone with its conversation: nothing to meter
-            record_run_usage(session, self.settings, run, self.billable_calls)
-
-    def _finish(self, status: RunStatus) -> tuple[RunStatus, ev.ConversationChanged | None]:
-        """The final status, the usage event, the log so far and the conversation as the
-        list shows it: one transaction."""
-        with self.services.database.session() as session:
-            if not finish_run(session, self.run_id, status):
-                # Someone else ended it first (Stop was pressed, or the sweep reclaimed it).
-                ended = session.scalar(select(Run.status).where(Run.id == self.run_id))
-                session.commit()
-                return ended or status, None
-            if self.model_answers:
-                self.meter(session)
-            self.steps_row = self.steps.keep(session, self.conversation_id)
-            self.run_log.write(session)
-            changed = self.conversation_changed(session)
-            session.commit()
-        return status, changed
-
-    def deleted(self) -> bool:
-        """The run is gone: deleted with its conversation (False when that cannot be read:
-        the failure is then reported as one)."""
-        try:
-            with self.services.database.session() as session:
-                return run_status(session, self.run_id) is None
-        except Exception:
-            return False
-
-    def _fail(self, code: str, message: str) -> str:
-        self.run_log.error(code, message)
-        with self.services.database.session() as session:
-            # Stopped, or deleted with its conversation (no row to show the error in).
-            if run_status(session, self.run_id) in (RunStatus.CANCELLED, None):
-                return RunStatus.CANCELLED
-            row = insert_message(
-                session,
-                self.conversation_id,
-                role="assistant",
-                kind=RowKind.ERROR,
-                content=message,
-                meta={"code": code},
-            )
-            finish_run(session, self.run_id, RunStatus.ERROR, error=f"{code}: {message}")
-            session.commit()
-        self.emit(ev.RowPersisted(row_dict(row), self.run_id))
-        self.emit(ev.RunError(code, message, self.run_id))
-        return RunStatus.ERROR
 
 
 def _without_tool_uses(turn: AssistantTurn) -> AssistantTurn:

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -38,6 +38,9 @@ MODEL_ERROR = "model_error"
 # Each tool input, tool output and error message is stored up to this many characters.
 MAX_FIELD_CHARS = 4_000
 REDACTED = "[redacted]"
+# Entries are written as one Core INSERT of many rows: nothing is read back, so the ORM's
+# unit of work (an INSERT ... RETURNING per entry) is not needed.
+_INSERT_ENTRIES = insert(RunLogEntry.__table__)
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +133,7 @@ class RunLog:
         self.run_id = run_id
         self.conversation_id = conversation_id
         self.redactor = Redactor(settings)
-        self._pending: list[RunLogEntry] = []
+        self._pending: list[dict[str, Any]] = []
         self._frames: Counter[str] = Counter()
         self._lock = threading.Lock()
 
@@ -245,7 +248,7 @@ class RunLog:
             return
         try:
             with self.database.session() as session:
-                session.add_all(entries)
+                session.execute(_INSERT_ENTRIES, entries)
                 session.commit()
         except IntegrityError:
             # Entries reference only their run and conversation: both were deleted (the
@@ -257,9 +260,11 @@ class RunLog:
     def write(self, session) -> None:
         """Add what was recorded since the last flush to the caller's transaction (the
         loop writes the log together with its own rows: one transaction, not two)."""
-        session.add_all(self._take())
+        entries = self._take()
+        if entries:
+            session.execute(_INSERT_ENTRIES, entries)
 
-    def _take(self) -> list[RunLogEntry]:
+    def _take(self) -> list[dict[str, Any]]:
         with self._lock:
             entries, self._pending = self._pending, []
             if self._frames:
@@ -282,16 +287,17 @@ class RunLog:
         with self._lock:
             self._pending.append(entry)
 
-    def _entry(self, kind: str, data: dict[str, Any]) -> RunLogEntry:
+    def _entry(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        """A run_log_entries row's values."""
         # Stamped when the step began, so a slow call reads as started, then took N ms.
         began = utcnow() - timedelta(milliseconds=data.get("duration_ms", 0))
-        return RunLogEntry(
-            run_id=self.run_id,
-            conversation_id=self.conversation_id,
-            at=began,
-            kind=kind,
-            data=data,
-        )
+        return {
+            "run_id": self.run_id,
+            "conversation_id": self.conversation_id,
+            "at": began,
+            "kind": kind,
+            "data": data,
+        }
 
 
 # -- reading -----------------------------------------------------------------------------

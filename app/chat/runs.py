@@ -3,6 +3,8 @@ claim (compare-and-set), finish and cancel."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -70,34 +72,56 @@ def start_run(session: Session, conversation: Conversation, trigger: str) -> Run
     return run
 
 
-def claim_run(session: Session, run_id: int) -> tuple[int, int] | None:
+class Claimed(NamedTuple):
+    """What the claim returns of the run: enough to run it, and to meter it at the end."""
+
+    conversation_id: int
+    user_id: int
+    turn_index: int
+
+
+# The run's own bookkeeping, built once and run as Core statements on the tables: composing
+# them per call, and the ORM's search for the row among loaded objects, cost more than
+# running them.
+_runs = Run.__table__
+_conversations = Conversation.__table__
+_CLAIM = (
+    update(_runs)
+    .where(_runs.c.id == bindparam("run_id"), _runs.c.status == RunStatus.QUEUED)
+    .values(status=RunStatus.RUNNING, started_at=bindparam("now"), heartbeat_at=bindparam("now"))
+    .returning(_runs.c.conversation_id, _runs.c.user_id, _runs.c.turn_index)
+)
+_FINISH = (
+    update(_runs)
+    .where(_runs.c.id == bindparam("run_id"), _runs.c.status == RunStatus.RUNNING)
+    .values(status=bindparam("status"), finished_at=bindparam("now"), error=bindparam("error"))
+)
+_RELEASE = (
+    update(_conversations)
+    .where(_conversations.c.active_run_id == bindparam("run_id"))
+    .values(status=bindparam("status"), active_run_id=None, updated_at=bindparam("now"))
+)
+
+
+def claim_run(session: Session, run_id: int) -> Claimed | None:
     """queued → running, exactly once however often the job is delivered: the run's
-    (conversation id, user id), or None when it was not queued."""
-    now = utcnow()
-    claimed = session.execute(
-        update(Run)
-        .where(Run.id == run_id, Run.status == RunStatus.QUEUED)
-        .values(status=RunStatus.RUNNING, started_at=now, heartbeat_at=now)
-        .returning(Run.conversation_id, Run.user_id)
-    ).first()
-    return None if claimed is None else (claimed.conversation_id, claimed.user_id)
+    conversation, person and turn index, or None when it was not queued."""
+    claimed = session.execute(_CLAIM, {"run_id": run_id, "now": utcnow()}).first()
+    return None if claimed is None else Claimed(*claimed)
 
 
 def finish_run(session: Session, run_id: int, status: RunStatus, error: str | None = None) -> bool:
     """running → a final status; the conversation becomes usable again. False when the
     run was already finished elsewhere (cancelled, or reclaimed as stale)."""
-    result = session.execute(
-        update(Run)
-        .where(Run.id == run_id, Run.status == RunStatus.RUNNING)
-        .values(status=status, finished_at=utcnow(), error=error)
+    finished = session.execute(
+        _FINISH, {"run_id": run_id, "status": status, "now": utcnow(), "error": error}
     )
-    if result.rowcount != 1:
+    if finished.rowcount != 1:
         return False
-    _release_conversation(
-        session,
-        run_id,
-        ConversationStatus.ERROR if status == RunStatus.ERROR else ConversationStatus.IDLE,
-    )
+    released = ConversationStatus.ERROR if status == RunStatus.ERROR else ConversationStatus.IDLE
+    # A Core update: the run's finishing transactions load no conversation object first
+    # that it would have to bring up to date (a cancel may: it goes through the ORM).
+    session.execute(_RELEASE, {"run_id": run_id, "status": released, "now": utcnow()})
     return True
 
 
@@ -117,6 +141,8 @@ def cancel_active_run(session: Session, conversation_id: int) -> Run | None:
 
 
 def _release_conversation(session: Session, run_id: int, status: ConversationStatus) -> None:
+    """The conversation usable again, through the ORM: a conversation the request loaded
+    already is brought up to date too."""
     session.execute(
         update(Conversation)
         .where(Conversation.active_run_id == run_id)
@@ -137,6 +163,15 @@ _LATEST_CARD = (
 )
 
 
+# Only its meta, for a run that just wants to know whether it must carry out a call first.
+_LATEST_CARD_META = (
+    select(Message.meta)
+    .where(Message.conversation_id == bindparam("conversation_id"), Message.kind == RowKind.CARD)
+    .order_by(Message.sequence.desc())
+    .limit(1)
+)
+
+
 def latest_card(session: Session, conversation_id: int) -> Message | None:
     """The conversation's latest card row (only the latest can wait or be approved)."""
     return session.scalar(_LATEST_CARD, {"conversation_id": conversation_id})
@@ -151,15 +186,25 @@ def waiting(row: Message | None) -> Message | None:
 
 def approved_not_run(row: Message | None) -> Message | None:
     """`row` when it is a confirmation approved but not yet carried out."""
-    card = row.meta.get("card", {}) if row is not None else {}
-    if is_confirmation(card) and card.get("executed") is False:
-        return row
-    return None
+    return row if row is not None and _approved_not_run(row.meta) else None
+
+
+def _approved_not_run(meta: dict | None) -> bool:
+    card = (meta or {}).get("card", {})
+    return is_confirmation(card) and card.get("executed") is False
 
 
 def awaiting_card(session: Session, conversation_id: int) -> Message | None:
     """The card row still waiting for an answer, if any (only the latest card can be)."""
     return waiting(latest_card(session, conversation_id))
+
+
+def approval_pending(session: Session, conversation_id: int) -> bool:
+    """Whether the latest card is a confirmation approved but not yet carried out (a run
+    then carries it out before its first model call)."""
+    return _approved_not_run(
+        session.scalar(_LATEST_CARD_META, {"conversation_id": conversation_id})
+    )
 
 
 def awaiting_approval(session: Session, conversation_id: int) -> Message | None:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from app.chat.models import Conversation, Message
+from app.chat.models import Message
 from app.chat.provenance import untrusted_facts
 from app.kinds import RowKind
 from app.memory.models import UserMemory
@@ -29,38 +29,38 @@ from app.tools.results import Pause, confirmation
 from app.tools.urls import normal_url, url_view
 
 URL_TOOLS = {"fetch_url"}
+# Read in the transaction that claims every run, so built once. Only the small parts of
+# each result row (never the page text itself).
+_RESULT_SOURCES = select(
+    Message.meta["untrusted"],
+    Message.meta["tool"].as_string(),
+    Message.meta[("blocks", 0, "is_error")].as_boolean(),
+).where(
+    Message.conversation_id == bindparam("conversation_id"), Message.kind == RowKind.TOOL_RESULT
+)
+_TYPED_TEXTS = select(Message.content).where(
+    Message.conversation_id == bindparam("conversation_id"), Message.kind == RowKind.USER
+)
 TYPED_URL = re.compile(r"https?://[^\s<>\"'`]+", re.I)
 TRAILING = ".,;:!?)]}»”’"
 
 
 def untrusted_sources(
-    session: Session, conversation_id: int, registry: ToolRegistry, user_id: int | None = None
+    session: Session, conversation_id: int, registry: ToolRegistry, memory: UserMemory | None
 ) -> list:
     """The untrusted content this conversation's model is sent; empty when none.
-    `user_id`: the conversation's owner, when the caller knows it (one read fewer)."""
+    `memory`: its owner's (facts remembered from untrusted content are in every prompt)."""
     sources: list[dict[str, Any]] = []
 
     def add(source: dict[str, Any]) -> None:
         if source not in sources:
             sources.append(source)
 
-    # Only the small parts of each result row (never the page text itself): this runs
-    # in the transaction that claims a run, before its first token.
-    results = session.execute(
-        select(
-            Message.meta["untrusted"],
-            Message.meta["tool"].as_string(),
-            Message.meta[("blocks", 0, "is_error")].as_boolean(),
-        ).where(Message.conversation_id == conversation_id, Message.kind == RowKind.TOOL_RESULT)
-    )
+    results = session.execute(_RESULT_SOURCES, {"conversation_id": conversation_id})
     for recorded, tool_name, failed in results:
         for source in _row_sources(recorded, tool_name, bool(failed), registry):
             add(source)
-    if user_id is None:
-        user_id = session.scalar(
-            select(Conversation.user_id).where(Conversation.id == conversation_id)
-        )
-    for fact in untrusted_facts(session.get(UserMemory, user_id) if user_id else None):
+    for fact in untrusted_facts(memory):
         add({"memory": fact})
     return sources
 
@@ -79,11 +79,7 @@ def _row_sources(
 
 def typed_urls(session: Session, conversation_id: int) -> set[str]:
     """Every full URL the person typed themselves in this conversation (normalized)."""
-    texts = session.scalars(
-        select(Message.content).where(
-            Message.conversation_id == conversation_id, Message.kind == RowKind.USER
-        )
-    )
+    texts = session.scalars(_TYPED_TEXTS, {"conversation_id": conversation_id})
     found = set()
     for text in texts:
         for match in TYPED_URL.findall(text or ""):

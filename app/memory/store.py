@@ -123,7 +123,11 @@ def lock_memory(session: Session, user_id: int) -> UserMemory:
 
 
 def read_memory(session: Session, user_id: int) -> tuple[str, list[str]]:
-    memory = session.get(UserMemory, user_id)
+    return memory_parts(session.get(UserMemory, user_id))
+
+
+def memory_parts(memory: UserMemory | None) -> tuple[str, list[str]]:
+    """A person's instructions and facts (none when they have no memory yet)."""
     if memory is None:
         return "", []
     return memory.instructions or "", list(memory.facts or [])

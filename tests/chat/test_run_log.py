@@ -229,9 +229,9 @@ def test_large_tool_output_is_capped_and_marked(app):
     run_log = RunLog(services.database, services.settings, 1, 1)
     run_log.tool_call("get_output", "toolu_1", {"output_id": 1}, "y" * 10_000, False, 3)
     (entry,) = run_log._pending
-    assert entry.data["output"].startswith("y" * MAX_FIELD_CHARS)
-    assert entry.data["output"].endswith("[truncated: 10,000 characters in all]")
-    assert entry.data["input"] == '{"output_id": 1}'
+    assert entry["data"]["output"].startswith("y" * MAX_FIELD_CHARS)
+    assert entry["data"]["output"].endswith("[truncated: 10,000 characters in all]")
+    assert entry["data"]["input"] == '{"output_id": 1}'
 
 
 def test_steps_are_written_before_the_next_model_call_ends(app, chat, fake_model):

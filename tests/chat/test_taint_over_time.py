@@ -433,6 +433,6 @@ def test_taint_is_read_from_the_rows_older_rows_and_failed_reads_included(app, c
         insert_tool_result(session, clean, "toolu_3", "list_offers", {"offers": []})
         session.commit()
     with app.extensions["database"].session() as session:
-        assert untrusted_sources(session, older, tools) == [{"tool": "fetch_url"}]
-        assert untrusted_sources(session, failed, tools) == []
-        assert untrusted_sources(session, clean, tools) == []
+        assert untrusted_sources(session, older, tools, None) == [{"tool": "fetch_url"}]
+        assert untrusted_sources(session, failed, tools, None) == []
+        assert untrusted_sources(session, clean, tools, None) == []
