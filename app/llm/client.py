@@ -373,7 +373,8 @@ class ModelClient:
         `post`, the same request (headers, retries and their middleware, timeouts, errors)
         with two costs left out: the body is encoded by us, the tool schemas once per tool
         set (the SDK copies and encodes all 18 KB on every call), and the events are read
-        as the SDK's `Stream` decodes them, plain JSON, without a typed model each."""
+        as the SDK's `Stream` decodes them, plain JSON, without a typed model each. (Nor
+        does the SDK start its OpenTelemetry span for the call: the app configures none.)"""
         import anthropic
 
         options: dict[str, Any] = {}
