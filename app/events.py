@@ -3,6 +3,7 @@ them into socket frames (HTML or JSON). Each event knows its wire form (docs/CON
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any, Literal, get_args
@@ -145,6 +146,17 @@ def to_wire(event: Event) -> dict[str, Any]:
     return data
 
 
+# Built once: `json.dumps` with options builds an encoder per call (per token, as much as
+# the rest of the frame).
+_SPACED_JSON = json.JSONEncoder(ensure_ascii=False)
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def wire_text(event: Event, *, compact: bool = False) -> str:
+    """The JSON frame as text (UTF-8 as is; `compact` without spaces)."""
+    return (_COMPACT_JSON if compact else _SPACED_JSON).encode(to_wire(event))
+
+
 @cache
 def _wire_keys(event_type: type) -> tuple[tuple[str, str], ...]:
     return tuple(
@@ -167,6 +179,8 @@ def from_wire(data: dict[str, Any]) -> Event:
 
 def coalesce(events: list[Event]) -> list[Event]:
     """Neighbouring text deltas (and agent tokens) of one run become one event."""
+    if len(events) < 2:
+        return list(events)  # most batches: one event
     merged: list[Event] = []
     for event in events:
         previous = merged[-1] if merged else None

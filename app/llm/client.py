@@ -1,5 +1,6 @@
 """The model client: one `anthropic` SDK client per process, streaming raw events and
-accumulating the content blocks ourselves (cheaper than the SDK's stream helper)."""
+accumulating the content blocks ourselves (app.llm.wire; cheaper than the SDK's stream
+helper and its typed events)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import httpx2 as httpx
 
 from app.config import Settings
 from app.llm.errors import NOT_MESSAGES_API
+from app.llm.wire import RequestEncoder, TurnAccumulator
 
 # The anthropic SDK is imported where it is first used, never here: it is nearly half of
 # what importing the app costs (1.7 of 4 s on a loaded 2-core machine), and `db upgrade`,
@@ -158,73 +160,6 @@ def _notify_retry() -> None:
         listener()
 
 
-class _Accumulator:
-    """Builds content blocks from raw stream events."""
-
-    def __init__(self, callbacks: StreamCallbacks):
-        self.blocks: list[dict[str, Any]] = []
-        self.partial_json: dict[int, list[str]] = {}
-        self.stop_reason: str | None = None
-        self.usage: dict[str, int] = {}
-        self.callbacks = callbacks
-
-    def feed(self, event: Any) -> None:
-        kind = event.type
-        if kind == "message_start":
-            self.usage.update(_usage(event.message.usage))
-        elif kind == "content_block_start":
-            self._start(event.index, event.content_block)
-        elif kind == "content_block_delta":
-            self._delta(event.index, event.delta)
-        elif kind == "content_block_stop":
-            self._stop(event.index)
-        elif kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason
-            self.usage.update(_usage(event.usage))
-
-    def _start(self, index: int, block: Any) -> None:
-        data = block.model_dump(exclude_none=True)
-        if data["type"] == "tool_use":
-            data["input"] = {}
-            self.partial_json[index] = []
-        elif data["type"] == "thinking" and self.callbacks.on_thinking_start:
-            self.callbacks.on_thinking_start()
-        data.pop("citations", None)
-        while len(self.blocks) <= index:
-            self.blocks.append({})
-        self.blocks[index] = data
-
-    def _delta(self, index: int, delta: Any) -> None:
-        block = self.blocks[index]
-        if delta.type == "text_delta":
-            block["text"] = block.get("text", "") + delta.text
-            if self.callbacks.on_text and delta.text:
-                self.callbacks.on_text(delta.text)
-        elif delta.type == "input_json_delta":
-            self.partial_json[index].append(delta.partial_json)
-            if self.callbacks.on_input_json and delta.partial_json:
-                self.callbacks.on_input_json(delta.partial_json)
-        elif delta.type == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta.thinking
-        elif delta.type == "signature_delta":
-            block["signature"] = delta.signature
-
-    def _stop(self, index: int) -> None:
-        block = self.blocks[index]
-        if block.get("type") == "tool_use":
-            raw = "".join(self.partial_json.pop(index, []))
-            try:
-                block["input"] = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError:
-                block["input"] = {"__invalid_json__": raw}
-        elif block.get("type") == "thinking" and self.callbacks.on_thinking_end:
-            self.callbacks.on_thinking_end()
-
-    def turn(self) -> AssistantTurn:
-        content = [b for b in self.blocks if b and not (b["type"] == "text" and not b.get("text"))]
-        return AssistantTurn(content=content, stop_reason=self.stop_reason, usage=self.usage)
-
-
 def _usage(usage: Any) -> dict[str, int]:
     if usage is None:
         return {}
@@ -334,6 +269,7 @@ class ModelClient:
         self._anthropic = anthropic_client
         self._connect = connect
         self._connecting = threading.Lock()
+        self._encoder = RequestEncoder()
 
     def connect_soon(self) -> None:
         """Import the SDK now, in an OS thread of its own, so that a server's first model
@@ -391,20 +327,9 @@ class ModelClient:
         raise AssertionError("unreachable")
 
     def _stream_once(self, request: dict[str, Any], callbacks: StreamCallbacks) -> AssistantTurn:
-        accumulator = _Accumulator(callbacks)
+        accumulator = TurnAccumulator(callbacks)
         watch = callbacks.watch
-        options: dict[str, Any] = {}
-        if watch is not None:
-            # The watchdog judges silence (and forgives reasoning); the socket timeout is
-            # only the backstop for the whole run.
-            options["timeout"] = httpx.Timeout(
-                connect=10.0, read=float(self.settings.max_run_seconds), write=30.0, pool=30.0
-            )
-        listening = _retry_listener.set(callbacks.on_retry)
-        try:
-            stream = self.anthropic.messages.create(stream=True, **request, **options)
-        finally:
-            _retry_listener.reset(listening)
+        stream = self._open_stream(request, callbacks)
         content_type = _content_type(stream.response)
         if "text/html" in content_type:
             # A wrong base URL that answers 200 with a web page: the SDK would read no events.
@@ -415,25 +340,25 @@ class ModelClient:
             )
         if watch is not None:
             watch.stream_opened(stream.response)
+        feed, should_stop = accumulator.feed, callbacks.should_stop
         try:
             last_check = time.monotonic()
             for event in stream:
-                accumulator.feed(event)
+                feed(event)
                 if watch is not None:
                     watch.activity()
                 if callbacks.on_activity:
                     callbacks.on_activity()
-                now = time.monotonic()
-                if callbacks.should_stop and now - last_check > 0.25:
+                if should_stop and (now := time.monotonic()) - last_check > 0.25:
                     last_check = now
-                    if callbacks.should_stop():
+                    if should_stop():
                         raise StreamCancelled()
         except StreamCancelled:
             raise
         except Exception as error:
             if watch is not None and watch.aborted:
                 raise StreamAborted(watch.aborted) from error
-            if callbacks.should_stop and callbacks.should_stop():
+            if should_stop and should_stop():
                 # Stopped: the watchdog shut the connection under the read (app.chat.liveness).
                 raise StreamCancelled() from error
             raise
@@ -441,7 +366,36 @@ class ModelClient:
             if watch is not None:
                 watch.stream_closed()
             stream.close()
-        return accumulator.turn()
+        return AssistantTurn(accumulator.content(), accumulator.stop_reason, accumulator.usage)
+
+    def _open_stream(self, request: dict[str, Any], callbacks: StreamCallbacks):
+        """`messages.create(stream=True, **request)` through the SDK's documented low-level
+        `post`, the same request (headers, retries and their middleware, timeouts, errors)
+        with two costs left out: the body is encoded by us, the tool schemas once per tool
+        set (the SDK copies and encodes all 18 KB on every call), and the events are read
+        as the SDK's `Stream` decodes them, plain JSON, without a typed model each. (Nor
+        does the SDK start its OpenTelemetry span for the call: the app configures none.)"""
+        import anthropic
+
+        options: dict[str, Any] = {}
+        if callbacks.watch is not None:
+            # The watchdog judges silence (and forgives reasoning); the socket timeout is
+            # only the backstop for the whole run.
+            options["timeout"] = httpx.Timeout(
+                connect=10.0, read=float(self.settings.max_run_seconds), write=30.0, pool=30.0
+            )
+        listening = _retry_listener.set(callbacks.on_retry)
+        try:
+            return self.anthropic.post(
+                "/v1/messages",
+                content=self._encoder.body(request),
+                cast_to=object,
+                options=options,
+                stream=True,
+                stream_cls=anthropic.Stream[object],
+            )
+        finally:
+            _retry_listener.reset(listening)
 
     def count_tokens(self, request: dict[str, Any]) -> int | None:
         """The API's own count for a request, or None when it cannot be had."""

@@ -67,13 +67,15 @@ class Subscription:
             return None
 
     def drain(self) -> list[Event]:
-        """Everything already waiting, without blocking."""
+        """Everything already waiting, without blocking. (Asked whether anything waits
+        first: most batches are one event, and a raised queue.Empty costs more.)"""
         events = []
-        while True:
+        while not self.queue.empty():
             try:
                 events.append(self.queue.get_nowait())
             except queue.Empty:
-                return events
+                break
+        return events
 
     def close(self) -> None:
         self.hub.unsubscribe(self)
@@ -90,7 +92,9 @@ class LocalHub:
 
     def publish(self, conversation_id: int, event: Event) -> None:
         with self._lock:
-            live = self._live.setdefault(conversation_id, LiveState())
+            live = self._live.get(conversation_id)
+            if live is None:  # (not setdefault: that would build a state per event)
+                live = self._live[conversation_id] = LiveState()
             live.apply(event)
             if live.run_id is None:
                 self._live.pop(conversation_id, None)

@@ -50,6 +50,16 @@ class LiveState:
 
     def apply(self, event: ev.Event) -> bool:
         """Apply `event`; True when it started a new run's live state (its first event)."""
+        if (
+            type(event) is ev.TextDelta
+            and self.run_id is not None
+            and event.run_id == self.run_id
+            and self.status is None
+        ):
+            # The live run's next piece of text (nearly every event): the rules below come
+            # to just this.
+            self.text += event.text
+            return False
         effect = live_effect(event)
         if effect is LiveEffect.NONE:
             return False

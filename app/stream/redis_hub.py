@@ -26,7 +26,6 @@ sockets tell their clients to reconnect and catch up from rows."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import random
 import socket
@@ -107,7 +106,7 @@ def live_ttl_seconds(stale_seconds: float) -> int:
 
 
 def _dumps(event: ev.Event) -> str:
-    return json.dumps(ev.to_wire(event), ensure_ascii=False, separators=(",", ":"))
+    return ev.wire_text(event, compact=True)
 
 
 def _live_payload(event: ev.Event, effect: LiveEffect) -> str | None:

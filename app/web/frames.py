@@ -29,13 +29,13 @@ class JsonFrames:
         return self.render(self.pending)
 
     def render(self, events: list[ev.Event]) -> list[str]:
-        return [json.dumps(ev.to_wire(event), ensure_ascii=False) for event in ev.coalesce(events)]
+        return [ev.wire_text(event) for event in ev.coalesce(events)]
 
     def due(self) -> float | None:
         return None  # every delta is sent as it comes
 
     def title(self, conversation: dict) -> str:
-        return json.dumps(ev.to_wire(ev.ConversationChanged(conversation)), ensure_ascii=False)
+        return ev.wire_text(ev.ConversationChanged(conversation))
 
     def more(self, after: int) -> str:
         """A catch-up was cut at its page size: ask again with `{"after": after}`."""

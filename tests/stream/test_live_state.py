@@ -44,3 +44,12 @@ def test_a_row_belongs_to_the_live_run_only_when_its_run_is_the_live_one():
     live.apply(ev.RowPersisted(ROW, 7))  # the run's own host row closes the segment
     assert (live.run_id, live.text) == (7, "")
     assert LiveState().apply(ev.RowPersisted(ROW, 7)) is False  # never starts a run
+
+
+def test_the_first_text_ends_the_wait_and_later_text_adds_to_it():
+    live = LiveState()
+    live.apply(ev.Status(7, "thinking", 1_000))
+    assert live.apply(ev.TextDelta(7, "Hi")) is False
+    assert (live.status, live.status_since, live.text) == (None, None, "Hi")
+    live.apply(ev.TextDelta(7, " you"))
+    assert live.text == "Hi you"
