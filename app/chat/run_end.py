@@ -69,10 +69,15 @@ class RunEnd:
     emit, the run log, steps and the counts metering reads)."""
 
     def answer(self, turn: AssistantTurn, presenting: bool):
-        """The model answered without tools: its row and the run's end in one transaction,
-        then the frames. RunCancelled (nothing written) when the run ended elsewhere."""
+        """The model answered without tools: the run's end and its row in one transaction,
+        then the frames. Nothing is written when the run ended elsewhere (stopped,
+        reclaimed as stale, deleted): it ends as it was left."""
         text, meta = assistant_row(turn)
         with self.services.database.session() as session:
+            # The run's row before its conversation's, in the order Stop and the stale
+            # sweep take them (on PostgreSQL the opposite order deadlocks with them).
+            if not finish_run(session, self.run_id, RunStatus.COMPLETED):
+                return self.ended_elsewhere(session), None
             row = insert_message(
                 session,
                 self.conversation_id,
@@ -81,9 +86,6 @@ class RunEnd:
                 content=text,
                 meta=meta,
             )
-            if not finish_run(session, self.run_id, RunStatus.COMPLETED):
-                session.rollback()
-                raise RunCancelled()
             shown = None if row.hidden else ev.RowPersisted(row_dict(row), self.run_id)
             closing = ev.Timeline(self.run_id, "presenting", "done") if presenting else None
             if shown is not None:
@@ -107,13 +109,17 @@ class RunEnd:
         self.count_frames(ev.Done.kind)
         with self.services.database.session() as session:
             if not finish_run(session, self.run_id, status):
-                # Someone else ended it first (Stop was pressed, or the sweep reclaimed it).
-                ended = session.scalar(select(Run.status).where(Run.id == self.run_id))
-                session.commit()
-                return ended or status, None
+                return self.ended_elsewhere(session), None
             changed = self.ended(session, known_run=True)
             session.commit()
         return status, changed
+
+    def ended_elsewhere(self, session) -> str:
+        """The status of a run someone else ended first, as they left it: cancelled (Stop),
+        error (the stale sweep), or gone with its conversation (taken as cancelled)."""
+        ended = run_status(session, self.run_id)
+        session.commit()
+        return ended or RunStatus.CANCELLED
 
     def ended(self, session, known_run: bool = False) -> ev.ConversationChanged | None:
         """In the finishing transaction, after the run's final status: its usage, its steps
@@ -191,12 +197,13 @@ class RunEnd:
             return False
 
     def fail(self, code: str, message: str) -> str:
-        """The run ends in an error row the person sees, and an error frame."""
+        """The run ends in an error row the person sees, and an error frame (nothing when
+        it ended elsewhere meanwhile: stopped, reclaimed, or deleted with its chat)."""
         self.run_log.error(code, message)
         with self.services.database.session() as session:
-            # Stopped, or deleted with its conversation (no row to show the error in).
-            if run_status(session, self.run_id) in (RunStatus.CANCELLED, None):
-                return RunStatus.CANCELLED
+            # The run's row first, as in `answer`.
+            if not finish_run(session, self.run_id, RunStatus.ERROR, error=f"{code}: {message}"):
+                return self.ended_elsewhere(session)
             row: Message = insert_message(
                 session,
                 self.conversation_id,
@@ -205,7 +212,6 @@ class RunEnd:
                 content=message,
                 meta={"code": code},
             )
-            finish_run(session, self.run_id, RunStatus.ERROR, error=f"{code}: {message}")
             session.commit()
         self.emit(ev.RowPersisted(row_dict(row), self.run_id))
         self.emit(ev.RunError(code, message, self.run_id))
