@@ -127,6 +127,8 @@ class RunEnd:
         if self.model_answers:
             self.meter(session, known_run)
         self.steps_row = self.steps.keep(session, self.conversation_id)
+        if self.steps_row is not None:
+            self.count_frames(ev.RowPersisted.kind)  # pushed again with them, before Done
         self.run_log.write(session)
         return self.conversation_changed(session)
 
@@ -172,6 +174,8 @@ class RunEnd:
                 with self.services.database.session() as session:
                     self.steps_row = self.steps.keep(session, self.conversation_id)
                     session.commit()
+                if self.steps_row is not None:
+                    self.run_log.frame(ev.RowPersisted.kind)
             if self.steps_row is not None:
                 row = ev.RowPersisted(row_dict(self.steps_row), self.run_id)
                 self.services.hub.publish(self.conversation_id, row)
