@@ -76,7 +76,19 @@ def execute_run(services: RunServices, run_id: int) -> str | None:
         host = HostLoop(
             services, run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index
         )
-        host.start(session)
+        try:
+            host.start(session)
+        except Exception:
+            # Its first request could not be read: claimed without it, the loop reads it
+            # again, and a second failure ends the run with an error the person sees.
+            log.warning("run %s: its first request was not read with its claim", run_id)
+            session.rollback()
+            if claim_run(session, run_id) is None:
+                services.cancellations.discard(run_id)
+                return None
+            host = HostLoop(
+                services, run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index
+            )
         session.commit()
     return host.run()
 
