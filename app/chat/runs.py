@@ -46,6 +46,20 @@ def active_run(session: Session, conversation_id: int) -> Run | None:
     )
 
 
+def lock_active_run(session: Session, conversation_id: int) -> Run | None:
+    """The conversation's run in flight, its row locked for this transaction, for a writer
+    that then takes the conversation too: a run's end, Stop and the stale sweep take the
+    run's row before the conversation's, and PostgreSQL ends one of two transactions that
+    take them in opposite orders. FOR NO KEY UPDATE: it waits for the run's own writes,
+    not for a transaction that only names the run (its log, written under the
+    conversation's lock)."""
+    return session.scalar(
+        select(Run)
+        .where(Run.conversation_id == conversation_id, Run.status.in_(ACTIVE_RUN_STATUSES))
+        .with_for_update(key_share=True)
+    )
+
+
 def start_run(session: Session, conversation: Conversation, trigger: str) -> Run:
     run = Run(
         conversation_id=conversation.id,

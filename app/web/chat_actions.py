@@ -12,7 +12,7 @@ from flask_login import current_user
 from app.chat.attachments import save_attachment
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.models import Conversation
-from app.chat.runs import active_run, lock_conversation
+from app.chat.runs import lock_active_run, lock_conversation
 from app.chat.stop import stop_active_run
 from app.chat.turns import (
     StartedTurn,
@@ -124,11 +124,11 @@ def delete_conversation(conversation_id: int) -> None:
     first: here at once (its stream is cut at the next event), in another process when
     its monitor finds the run gone."""
     session = db_session()
+    run = lock_active_run(session, conversation_id)  # before the conversation: see there
     conversation = lock_conversation(session, conversation_id)
     if conversation is None:
         session.rollback()
         return
-    run = active_run(session, conversation_id)
     session.delete(conversation)
     session.commit()
     if run is not None:
