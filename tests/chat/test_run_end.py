@@ -26,7 +26,7 @@ from app.events import ConversationChanged
 from app.tools.registry import Tool
 from app.tools.results import ToolResult, confirmation
 from tests.factories import ChatDriver, run_log_entries
-from tests.fake_model import Turn, text, tool_use
+from tests.fake_model import Turn, api_error, text, tool_use
 
 ANSWER = "You have no offers yet; shall we add one?"
 
@@ -229,6 +229,38 @@ def test_a_run_the_sweep_reclaims_as_it_answers_ends_as_the_sweep_left_it(
     assert not [r for r in caplog.records if r.exc_info], caplog.text
     entries = run_log_entries(app, run_id)
     assert [e.kind for e in entries if e.kind not in ("frames", "model_call", "tool_call")] == []
+
+
+def test_a_run_the_sweep_reclaimed_that_then_fails_adds_no_second_error(app, chat, fake_model):
+    """Reclaimed while its model call was out, then the call failed: the person has the
+    sweep's "interrupted" row, and only that."""
+    services = app.extensions["services"]
+    services.liveness.stop()  # no heartbeat of the run's to contradict the sweep
+    swept = threading.Event()
+
+    def refused_after_the_sweep(body):
+        assert swept.wait(10)
+        return api_error(400, "invalid_request_error", "Refused")
+
+    fake_model.responder = refused_after_the_sweep
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "What do I sell?")
+    fake_model.wait_for_requests(1)
+    with services.database.session() as session:
+        long_ago = utcnow() - timedelta(seconds=services.settings.stale_seconds * 2)
+        session.execute(update(Run).where(Run.id == run_id).values(heartbeat_at=long_ago))
+        session.commit()
+    assert [r.run_id for r in sweep(services.database, services.hub, 1)] == [run_id]
+    swept.set()
+
+    assert chat.wait(run_id)["status"] == "error"
+    entries = run_log_entries(app, run_id)
+    assert [(r["kind"], r["content"]) for r in chat.rows(chat_id)] == [
+        ("user", "What do I sell?"),
+        ("error", INTERRUPTED),
+    ]
+    assert [e.data["code"] for e in entries if e.kind == "error"] == ["invalid_request_error"]
+    assert _list_status(chat, chat_id) == "IDLE"
 
 
 def _run_frames(events, run_id) -> Counter:
