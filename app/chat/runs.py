@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, make_transient_to_detached
+from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app.chat.models import (
@@ -18,7 +18,7 @@ from app.chat.models import (
 )
 from app.chat.rows import note_conversation_locked
 from app.chat.shapes import is_confirmation
-from app.db import utcnow
+from app.db import as_loaded, utcnow
 from app.kinds import CardStatus, RowKind
 
 
@@ -97,17 +97,10 @@ def start_run(session: Session, conversation: Conversation, trigger: str) -> Run
     set_committed_value(conversation, "status", ConversationStatus.STREAMING)
     set_committed_value(conversation, "active_run_id", inserted.id)
     set_committed_value(conversation, "updated_at", now)
-    return _loaded_run(session, {**values, "id": inserted.id, "turn_index": inserted.turn_index})
-
-
-def _loaded_run(session: Session, values: dict) -> Run:
-    """The run just inserted, as if loaded by a query (as `app.chat.rows` does for rows)."""
-    run = Run.__mapper__.class_manager.new_instance()
     unset = dict.fromkeys(("error", "started_at", "heartbeat_at", "finished_at"))
-    run.__dict__.update({**unset, **values})
-    make_transient_to_detached(run)
-    session.add(run)
-    return run
+    return as_loaded(
+        session, Run, {**values, **unset, "id": inserted.id, "turn_index": inserted.turn_index}
+    )
 
 
 def claim_run(session: Session, run_id: int) -> tuple[int, int] | None:
