@@ -42,13 +42,6 @@ def quota_exceeded(session: Session, user_id: int, month: str | None = None) -> 
     """Why this person may not start a run this month, or None when they may: the
     credits used this month reached their allowance (None is unlimited)."""
     allowance = session.scalar(select(User.monthly_credits).where(User.id == user_id))
-    return allowance_exceeded(session, user_id, allowance, month)
-
-
-def allowance_exceeded(
-    session: Session, user_id: int, allowance: int | None, month: str | None = None
-) -> str | None:
-    """`quota_exceeded` for an allowance the caller has read (with its lock, say)."""
     if allowance is None:
         return None
     month = month or month_of()

@@ -73,10 +73,11 @@ class TurnLock:
 _runs = Run.__table__
 # A turn's first read: ownership, the conversation and the person's allowance, in one
 # statement built once. Both rows are locked (SQLite's write lock is already held from
-# BEGIN IMMEDIATE; PostgreSQL locks them, the conversation first): the conversation so its
+# BEGIN IMMEDIATE; PostgreSQL locks both in this statement): the conversation so its
 # writers take turns, the person so that two turns started at once in different chats
-# cannot both pass the count of runs in flight, read after this. NO KEY UPDATE leaves
-# inserts that merely reference either row unblocked.
+# cannot both pass the count of runs in flight. That count is a statement of its own, after
+# this one: a PostgreSQL statement sees what was committed when it began, before any wait
+# for these locks. NO KEY UPDATE leaves inserts that merely reference either row unblocked.
 _LOCK_FOR_TURN = (
     select(Conversation, User.monthly_credits)
     .join(User, User.id == Conversation.user_id)
