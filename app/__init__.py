@@ -66,7 +66,8 @@ def _flask_config(settings: Settings) -> dict:
         WTF_CSRF_TIME_LIMIT=None,
         # An upload plus its form fields; attachments themselves are capped by the setting.
         MAX_CONTENT_LENGTH=max(8 * 1024 * 1024, settings.attachment_max_bytes + 1024 * 1024),
-        RATELIMIT_STORAGE_URI=settings.redis_url or "memory://",
+        # Without Redis, counters in memory without a timer thread (app/web/limit_storage.py).
+        RATELIMIT_STORAGE_URI=settings.redis_url or "loopdesk-memory://",
         # Off: flask-limiter would stamp every response of a limited route with its window's
         # Retry-After (also a 202, and over a 429 TOO_MANY_RUNS's few seconds); the 429
         # handler (app/web/errors.py) sets Retry-After where it means something.

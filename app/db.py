@@ -6,12 +6,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Session,
+    configure_mappers,
+    make_transient_to_detached,
+    sessionmaker,
+)
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -43,6 +49,29 @@ def utcnow() -> datetime:
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
     type_annotation_map = {dict[str, Any]: JsonType, list[Any]: JsonType, datetime: DateTime()}
+
+
+M = TypeVar("M", bound=Base)
+
+
+def as_loaded(session: Session, model: type[M], values: dict[str, Any]) -> M:
+    """The object a query would have loaded from `values` (every column of a row read with
+    a Core statement), in `session`; the one already there if it holds that row. Made the
+    way SQLAlchemy's loader makes objects: a prebuilt Core read and this cost far less
+    than an ORM query. Call it inside the transaction that read the row (adding to a
+    session outside one begins one)."""
+    mapper = model.__mapper__
+    if not mapper.configured:  # a query would have configured it: the first one may be this
+        configure_mappers()
+    key = mapper.identity_key_from_primary_key([values[c.key] for c in mapper.primary_key])
+    loaded = session.identity_map.get(key)
+    if loaded is not None:
+        return loaded
+    obj = mapper.class_manager.new_instance()
+    obj.__dict__.update(values)
+    make_transient_to_detached(obj)
+    session.add(obj)
+    return obj
 
 
 def _configure_sqlite(engine: Engine) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import User
@@ -25,12 +25,16 @@ def next_month_start(month: str) -> str:
     return "1 " + datetime(year, number, 1).strftime("%B %Y")
 
 
+_usage = UsageEvent.__table__
+# Read before every run of a person with an allowance: built once (also as a subquery of the
+# turn's own read, app/chat/turns.py), with `user_id` and `month` bound per call.
+CREDITS_USED = select(func.coalesce(func.sum(_usage.c.credits), 0)).where(
+    _usage.c.user_id == bindparam("user_id"), _usage.c.month == bindparam("month")
+)
+
+
 def credits_used(session: Session, user_id: int, month: str) -> int:
-    total = session.scalar(
-        select(func.coalesce(func.sum(UsageEvent.credits), 0)).where(
-            UsageEvent.user_id == user_id, UsageEvent.month == month
-        )
-    )
+    total = session.scalar(CREDITS_USED, {"user_id": user_id, "month": month})
     return int(total or 0)
 
 
@@ -38,18 +42,16 @@ def quota_exceeded(session: Session, user_id: int, month: str | None = None) -> 
     """Why this person may not start a run this month, or None when they may: the
     credits used this month reached their allowance (None is unlimited)."""
     allowance = session.scalar(select(User.monthly_credits).where(User.id == user_id))
-    return allowance_exceeded(session, user_id, allowance, month)
-
-
-def allowance_exceeded(
-    session: Session, user_id: int, allowance: int | None, month: str | None = None
-) -> str | None:
-    """`quota_exceeded` for an allowance the caller has read (with its lock, say)."""
     if allowance is None:
         return None
     month = month or month_of()
-    used = credits_used(session, user_id, month)
-    if used < allowance:
+    return allowance_used_up(allowance, credits_used(session, user_id, month), month)
+
+
+def allowance_used_up(allowance: int | None, used: int, month: str) -> str | None:
+    """Why `used` credits of `month` leave no room under `allowance`, or None (None is
+    unlimited): for a caller that read both itself."""
+    if allowance is None or used < allowance:
         return None
     return (
         f"You have used all {allowance} credits of your monthly allowance ({used} used). "

@@ -4,7 +4,7 @@ conversation's rows live here, in chat; checking and reading files is app/worksp
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from app.chat.models import Conversation, Message
@@ -48,17 +48,41 @@ def pending_attachments(
     goes with, shown as chips above the composer until it is sent. Ordered by sequence:
     an attachment belongs after the row that was latest when it was uploaded."""
     if since_sequence is None:
-        since_sequence = _last_typed_sequence(session, conversation_id)
-    query = select(
-        Attachment.id,
-        Attachment.filename,
-        Attachment.content_type,
-        Attachment.size,
-        Attachment.created_at,
-    ).where(Attachment.conversation_id == conversation_id)
+        rows = session.execute(_SINCE_LAST_TYPED, {"conversation_id": conversation_id})
+        return [AttachmentSummary(*row) for row in rows]
+    query = _SUMMARIES.where(_attachments.c.conversation_id == conversation_id)
     if since_sequence > 0:
-        query = query.where(Attachment.after_sequence >= since_sequence)
-    return [AttachmentSummary(*row) for row in session.execute(query.order_by(Attachment.id))]
+        query = query.where(_attachments.c.after_sequence >= since_sequence)
+    return [AttachmentSummary(*row) for row in session.execute(query.order_by(_attachments.c.id))]
+
+
+_attachments = Attachment.__table__
+_messages = Message.__table__
+_SUMMARIES = select(
+    _attachments.c.id,
+    _attachments.c.filename,
+    _attachments.c.content_type,
+    _attachments.c.size,
+    _attachments.c.created_at,
+)
+# Read with every message the person sends, built once, in one statement: the files since
+# the latest message they typed (not the hidden tool-result rows, also role "user", that
+# runs and card answers write); all of them before any (`after_sequence` is never below 0).
+# (The newest typed row by the sequence index, walked from the end: no max() over them all.)
+_LAST_TYPED_SEQUENCE = (
+    select(_messages.c.sequence)
+    .where(
+        _messages.c.conversation_id == bindparam("conversation_id"),
+        _messages.c.kind == RowKind.USER,
+    )
+    .order_by(_messages.c.sequence.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+_SINCE_LAST_TYPED = _SUMMARIES.where(
+    _attachments.c.conversation_id == bindparam("conversation_id"),
+    _attachments.c.after_sequence >= func.coalesce(_LAST_TYPED_SEQUENCE, 0),
+).order_by(_attachments.c.id)
 
 
 def _latest_sequence(session: Session, conversation_id: int | None) -> int:
@@ -74,17 +98,3 @@ def _latest_sequence(session: Session, conversation_id: int | None) -> int:
         select(func.max(Message.sequence)).where(Message.conversation_id == conversation_id)
     )
     return latest or 0
-
-
-def _last_typed_sequence(session: Session, conversation_id: int) -> int:
-    """The latest message the person typed (not the hidden tool-result rows, also role
-    "user", that runs and card answers write); 0 when there is none."""
-    return (
-        session.scalar(
-            select(Message.sequence)
-            .where(Message.conversation_id == conversation_id, Message.kind == RowKind.USER)
-            .order_by(Message.sequence.desc())
-            .limit(1)
-        )
-        or 0
-    )

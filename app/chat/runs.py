@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -19,7 +20,7 @@ from app.chat.models import (
 )
 from app.chat.rows import note_conversation_locked
 from app.chat.shapes import is_confirmation
-from app.db import utcnow
+from app.db import as_loaded, utcnow
 from app.kinds import CardStatus, RowKind
 
 
@@ -60,30 +61,62 @@ def lock_active_run(session: Session, conversation_id: int) -> Run | None:
     )
 
 
-def start_run(session: Session, conversation: Conversation, trigger: str) -> Run:
-    run = Run(
-        conversation_id=conversation.id,
-        user_id=conversation.user_id,
-        status=RunStatus.QUEUED,
-        trigger=trigger,
-        # The metering key's turn index: runs before this one (the conversation is
-        # locked), counted inside the INSERT rather than in a round-trip of its own.
-        turn_index=select(func.count(Run.id))
-        .where(Run.conversation_id == conversation.id)
-        .scalar_subquery(),
+_runs = Run.__table__
+_conversations = Conversation.__table__
+# Run with every turn, so built once (composing them, and the ORM's flush, cost more than
+# running them). The metering key's turn index: runs before this one (the conversation is
+# locked), counted inside the INSERT rather than in a round-trip of its own.
+_INSERT_RUN = (
+    insert(_runs)
+    .values(
+        turn_index=select(func.count(_runs.c.id))
+        .where(_runs.c.conversation_id == bindparam("of_conversation"))
+        .scalar_subquery()
     )
+    .returning(_runs.c.id, _runs.c.turn_index)
+)
+_MARK_STREAMING = (
+    update(_conversations)
+    .where(_conversations.c.id == bindparam("conversation_id"))
+    .values(
+        status=ConversationStatus.STREAMING,
+        active_run_id=bindparam("run_id"),
+        updated_at=bindparam("now"),
+    )
+)
+
+
+def start_run(session: Session, conversation: Conversation, trigger: str) -> Run:
+    """A queued run of the locked `conversation`, which now names it as its active run."""
+    now = utcnow()
+    values = {
+        "conversation_id": conversation.id,
+        "user_id": conversation.user_id,
+        "status": RunStatus.QUEUED,
+        "trigger": trigger,
+        "iterations": 0,
+        "created_at": now,
+    }
     # The caller checked for a run in flight under the conversation's lock, so the unique
     # index (one active run per conversation) is a backstop: on a conflict the whole
     # transaction is rolled back by the caller, hence no savepoint here.
-    session.add(run)
     try:
-        session.flush()
+        inserted = session.execute(
+            _INSERT_RUN, {**values, "of_conversation": conversation.id}
+        ).one()
     except IntegrityError as error:
         raise RunConflict() from error
-    conversation.status = ConversationStatus.STREAMING
-    conversation.active_run_id = run.id
-    conversation.touch()
-    return run
+    session.execute(
+        _MARK_STREAMING, {"conversation_id": conversation.id, "run_id": inserted.id, "now": now}
+    )
+    # The loaded conversation says what was just written, without a flush of its own.
+    set_committed_value(conversation, "status", ConversationStatus.STREAMING)
+    set_committed_value(conversation, "active_run_id", inserted.id)
+    set_committed_value(conversation, "updated_at", now)
+    unset = dict.fromkeys(("error", "started_at", "heartbeat_at", "finished_at"))
+    return as_loaded(
+        session, Run, {**values, **unset, "id": inserted.id, "turn_index": inserted.turn_index}
+    )
 
 
 class Claimed(NamedTuple):
@@ -97,8 +130,6 @@ class Claimed(NamedTuple):
 # The run's own bookkeeping, built once and run as Core statements on the tables: composing
 # them per call, and the ORM's search for the row among loaded objects, cost more than
 # running them.
-_runs = Run.__table__
-_conversations = Conversation.__table__
 _CLAIM = (
     update(_runs)
     .where(_runs.c.id == bindparam("run_id"), _runs.c.status == RunStatus.QUEUED)

@@ -72,20 +72,24 @@ def index_row(session: Session, row: Message, *, new: bool = False) -> None:
     body = "" if row.hidden else searchable_text(row.kind, row.content, row.meta)
     sqlite = session.get_bind().dialect.name == "sqlite"
     if sqlite and not new:
-        session.execute(text(f"DELETE FROM {TABLE} WHERE rowid = :id"), {"id": row.id})
+        session.execute(_SQLITE_UNINDEX, {"id": row.id})
     if not sqlite and not body:
         if not new:
-            session.execute(text(f"DELETE FROM {TABLE} WHERE message_id = :id"), {"id": row.id})
+            session.execute(_POSTGRES_UNINDEX, {"id": row.id})
         return
     if not body:
         return
-    statement = (
-        f"INSERT INTO {TABLE} (rowid, body) VALUES (:id, :body)"
-        if sqlite
-        else f"INSERT INTO {TABLE} (message_id, body) VALUES (:id, :body)"
-        " ON CONFLICT (message_id) DO UPDATE SET body = excluded.body"
-    )
-    session.execute(text(statement), {"id": row.id, "body": body})
+    session.execute(_SQLITE_INDEX if sqlite else _POSTGRES_INDEX, {"id": row.id, "body": body})
+
+
+# Run with every row written: built once.
+_SQLITE_UNINDEX = text(f"DELETE FROM {TABLE} WHERE rowid = :id")
+_POSTGRES_UNINDEX = text(f"DELETE FROM {TABLE} WHERE message_id = :id")
+_SQLITE_INDEX = text(f"INSERT INTO {TABLE} (rowid, body) VALUES (:id, :body)")
+_POSTGRES_INDEX = text(
+    f"INSERT INTO {TABLE} (message_id, body) VALUES (:id, :body)"
+    " ON CONFLICT (message_id) DO UPDATE SET body = excluded.body"
+)
 
 
 def searchable_text(kind: str, content: str, meta: dict[str, Any]) -> str:

@@ -7,22 +7,28 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import User
-from app.billing.quota import allowance_exceeded
+from app.billing.quota import CREDITS_USED, allowance_used_up, month_of
 from app.chat.attachments import pending_attachments
 from app.chat.branches import Tree, current_leaf, show_branch
-from app.chat.models import ACTIVE_RUN_STATUSES, TITLE_DEFAULT, TITLE_MESSAGE, Message, Run
-from app.chat.rows import insert_message, insert_tool_result
+from app.chat.models import (
+    ACTIVE_RUN_STATUSES,
+    TITLE_DEFAULT,
+    TITLE_MESSAGE,
+    Conversation,
+    Message,
+    Run,
+)
+from app.chat.rows import insert_message, insert_tool_result, note_conversation_locked
 from app.chat.run_services import RunServices
 from app.chat.runs import (
     RunConflict,
     active_run,
     approved_not_run,
     awaiting_card,
-    latest_card,
     lock_conversation,
     start_run,
     waiting,
@@ -54,45 +60,117 @@ class StartedTurn:
     rows: list[Message] = field(default_factory=list)
 
 
-def _locked_idle(session: Session, conversation_id: int, user_id: int):
-    """The person's conversation, locked, with no run in flight (404 / 409 otherwise)."""
-    conversation = lock_conversation(session, conversation_id)
-    if conversation is None or conversation.user_id != user_id:
-        raise TurnRejected(404, "NOT_FOUND", "Not found.")
-    if active_run(session, conversation.id) is not None:
+@dataclass
+class TurnLock:
+    """What a turn's first read holds until its commit: the person's conversation and their
+    monthly allowance, both rows locked."""
+
+    conversation: Conversation
+    allowance: int | None
+    transaction: Any  # the transaction holding the locks
+
+
+_runs = Run.__table__
+# A turn's first read: ownership, the conversation and the person's allowance, in one
+# statement built once. Both rows are locked (SQLite's write lock is already held from
+# BEGIN IMMEDIATE; PostgreSQL locks both in this statement): the conversation so its
+# writers take turns, the person so that two turns started at once in different chats
+# cannot both pass the count of runs in flight. That count is a statement of its own, after
+# this one: a PostgreSQL statement sees what was committed when it began, before any wait
+# for these locks. NO KEY UPDATE leaves inserts that merely reference either row unblocked.
+_LOCK_FOR_TURN = (
+    select(Conversation, User.monthly_credits)
+    .join(User, User.id == Conversation.user_id)
+    .where(Conversation.id == bindparam("conversation_id"), User.id == bindparam("user_id"))
+    .with_for_update(of=[Conversation.__table__, User.__table__], key_share=True)
+    # The row as locked, even if this session loaded it before.
+    .execution_options(populate_existing=True)
+)
+_RUNS_IN_FLIGHT = select(func.count(_runs.c.id)).where(
+    _runs.c.user_id == bindparam("user_id"), _runs.c.status.in_(ACTIVE_RUN_STATUSES)
+)
+# With an allowance, the credits used this month come in the same round trip.
+_RUNS_IN_FLIGHT_AND_CREDITS_USED = select(
+    _RUNS_IN_FLIGHT.scalar_subquery(), CREDITS_USED.scalar_subquery()
+)
+_TURN_LOCK = "loopdesk_turn_lock"
+
+
+def lock_for_turn(session: Session, conversation_id: int, user_id: int) -> TurnLock | None:
+    """The person's conversation and allowance, locked for this transaction; None when the
+    conversation is not theirs (or gone). Read once a transaction: the request's ownership
+    check (app.web.access) and the turn share it."""
+    held = session.info.get(_TURN_LOCK)
+    if (
+        held is not None
+        and held.transaction is _innermost_transaction(session)
+        and held.conversation.id == conversation_id
+        and held.conversation.user_id == user_id
+    ):
+        return held
+    found = session.execute(
+        _LOCK_FOR_TURN, {"conversation_id": conversation_id, "user_id": user_id}
+    ).first()
+    if found is None:
+        return None
+    note_conversation_locked(session, conversation_id)
+    held = TurnLock(found.Conversation, found.monthly_credits, _innermost_transaction(session))
+    session.info[_TURN_LOCK] = held
+    return held
+
+
+def _innermost_transaction(session: Session):
+    return session.get_nested_transaction() or session.get_transaction()
+
+
+def _refuse_if_busy(session: Session, conversation) -> None:
+    """409 while a run is in flight in the conversation. Its row names the active run
+    (set and cleared in the transactions that start and end runs); the runs are read only
+    when it names one, so a pointer left behind never refuses a turn. The unique index on
+    active runs stays the backstop (`start_run`)."""
+    if conversation.active_run_id is not None and active_run(session, conversation.id):
         raise TurnRejected(
             409,
             "RUN_IN_FLIGHT",
             "A reply is already being written in this chat. Wait for it or press Stop.",
         )
+
+
+def _locked_idle(session: Session, conversation_id: int, user_id: int):
+    """The person's conversation, locked, with no run in flight (404 / 409 otherwise)."""
+    conversation = lock_conversation(session, conversation_id)
+    if conversation is None or conversation.user_id != user_id:
+        raise TurnRejected(404, "NOT_FOUND", "Not found.")
+    _refuse_if_busy(session, conversation)
     return conversation
 
 
 def _locked(session: Session, settings: Settings, conversation_id: int, user_id: int):
-    """The conversation, locked, once every check that refuses a turn has passed; nothing
-    is written before this returns."""
-    conversation = _locked_idle(session, conversation_id, user_id)
-    _check_person_limits(session, settings, user_id)
-    return conversation
+    """The conversation, locked, once every check that refuses a turn has passed (404,
+    409, then the person's limits); nothing is written before this returns."""
+    locked = lock_for_turn(session, conversation_id, user_id)
+    if locked is None:
+        raise TurnRejected(404, "NOT_FOUND", "Not found.")
+    _refuse_if_busy(session, locked.conversation)
+    _check_person_limits(session, settings, user_id, locked.allowance)
+    return locked.conversation
 
 
-def _check_person_limits(session: Session, settings: Settings, user_id: int) -> None:
-    """The monthly credit allowance and the cap on runs in flight across all of the
-    person's conversations. The person's row is locked first so that two turns started at
-    once in different chats cannot both pass the count (SQLite holds its write lock from
-    BEGIN IMMEDIATE already; on PostgreSQL, FOR NO KEY UPDATE leaves inserts that merely
-    reference the person unblocked)."""
-    allowance = session.scalar(
-        select(User.monthly_credits).where(User.id == user_id).with_for_update(key_share=True)
-    )
-    problem = allowance_exceeded(session, user_id, allowance)
-    if problem:
-        raise TurnRejected(402, "QUOTA_EXCEEDED", problem)
-    in_flight = session.scalar(
-        select(func.count(Run.id)).where(
-            Run.user_id == user_id, Run.status.in_(ACTIVE_RUN_STATUSES)
-        )
-    )
+def _check_person_limits(
+    session: Session, settings: Settings, user_id: int, allowance: int | None
+) -> None:
+    """The monthly credit allowance, then the cap on runs in flight across all of the
+    person's conversations: one read, under the person's lock (`lock_for_turn`)."""
+    if allowance is None:
+        in_flight = session.scalar(_RUNS_IN_FLIGHT, {"user_id": user_id})
+    else:
+        month = month_of()
+        in_flight, used = session.execute(
+            _RUNS_IN_FLIGHT_AND_CREDITS_USED, {"user_id": user_id, "month": month}
+        ).one()
+        problem = allowance_used_up(allowance, int(used or 0), month)
+        if problem:
+            raise TurnRejected(402, "QUOTA_EXCEEDED", problem)
     if in_flight >= settings.max_concurrent_runs:
         raise TurnRejected(
             429,
@@ -148,7 +226,7 @@ def _close_waiting(session: Session, conversation_id: int, dismissal: dict) -> l
     its run never carried out is closed as not run. Returns the card row it changed."""
     rows: list[Message] = []
     # One read of the latest card answers both questions (it is the same row either way).
-    latest = latest_card(session, conversation_id)
+    latest = _latest_card_to_close(session, conversation_id)
     card_row = waiting(latest)
     if card_row is not None:
         _tool_result_row(session, conversation_id, card_row.meta["card"], dismissal)
@@ -162,6 +240,29 @@ def _close_waiting(session: Session, conversation_id: int, dismissal: dict) -> l
         _tool_result_row(session, conversation_id, card, {"approved": True, "message": NOT_RUN})
         approved_row.meta = {**approved_row.meta, "card": {**card, "executed": True}}
     return rows
+
+
+_messages = Message.__table__
+# Read on every new message, built once: the latest card's meta alone, since it usually
+# waits for nothing and then no row object is needed.
+_LATEST_CARD_META = (
+    select(_messages.c.id, _messages.c.meta)
+    .where(
+        _messages.c.conversation_id == bindparam("conversation_id"),
+        _messages.c.kind == RowKind.CARD,
+    )
+    .order_by(_messages.c.sequence.desc())
+    .limit(1)
+)
+
+
+def _latest_card_to_close(session: Session, conversation_id: int) -> Message | None:
+    """The latest card row when it still waits or was approved and not carried out."""
+    latest = session.execute(_LATEST_CARD_META, {"conversation_id": conversation_id}).first()
+    # `waiting` and `approved_not_run` read only `.meta`, which the result row has.
+    if latest is None or (waiting(latest) is None and approved_not_run(latest) is None):
+        return None
+    return session.get(Message, latest.id)
 
 
 def _user_row(

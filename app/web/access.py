@@ -10,6 +10,7 @@ from flask_login import current_user
 
 from app.chat.models import Conversation, ConversationStatus
 from app.chat.stale import announce, reclaim_if_stale
+from app.chat.turns import lock_for_turn
 from app.db import read_transaction
 from app.web.identity import db_session
 
@@ -33,7 +34,20 @@ def owned_before_waiting(model: type[T], object_id: int) -> T:
 def owned_conversation(conversation_id: int) -> Conversation:
     """The caller's conversation, with a run whose heartbeat stopped reclaimed first, so
     a reader never sees a reply that will not come (or is refused a new message)."""
-    conversation = owned_or_404(Conversation, conversation_id)
+    return _reclaimed_if_stale(owned_or_404(Conversation, conversation_id))
+
+
+def owned_conversation_for_turn(conversation_id: int) -> Conversation:
+    """`owned_conversation` for a request that starts a turn: the same read checks
+    ownership and takes the turn's locks (`app.chat.turns.lock_for_turn`), so the turn
+    does not read the conversation again."""
+    locked = lock_for_turn(db_session(), conversation_id, current_user.id)
+    if locked is None:
+        abort(404)
+    return _reclaimed_if_stale(locked.conversation)
+
+
+def _reclaimed_if_stale(conversation: Conversation) -> Conversation:
     if conversation.status == ConversationStatus.STREAMING:
         services = current_app.extensions["services"]
         session = db_session()

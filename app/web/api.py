@@ -21,7 +21,12 @@ from app.chat.conversations import (
     create_conversation,
 )
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
-from app.web.access import owned_before_waiting, owned_conversation, owned_or_404
+from app.web.access import (
+    owned_before_waiting,
+    owned_conversation,
+    owned_conversation_for_turn,
+    owned_or_404,
+)
 from app.web.admin import admin_required
 from app.web.chat_actions import start_turn, stop_conversation, store_request_upload, switch_branch
 from app.web.errors import ApiError
@@ -174,7 +179,7 @@ def _loop_request(data: dict, max_chars: int):
 def loop(conversation_id: int):
     # Read the body before the first write takes SQLite's lock, never while holding it.
     request.get_data(cache=True)
-    owned_conversation(conversation_id)
+    owned_conversation_for_turn(conversation_id)
     services = current_app.extensions["services"]
     message, tool_response, branch = _loop_request(json_body(), services.settings.max_message_chars)
     started = start_turn(conversation_id, message, tool_response, branch)

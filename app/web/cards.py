@@ -46,7 +46,7 @@ from app.chat.runs import awaiting_card
 from app.chat.shapes import is_confirmation
 from app.kinds import CardKind, CardStatus, RowKind
 from app.tools.questionnaire import check_step
-from app.web.access import is_htmx, owned_conversation
+from app.web.access import is_htmx, owned_conversation_for_turn
 from app.web.chat_actions import start_turn
 from app.web.errors import ApiError, error_response
 from app.web.extensions import message_rate_limit
@@ -400,7 +400,7 @@ def _first_error(parsed: ParsedAnswer) -> str:
 @message_rate_limit
 def answer(conversation_id: int, tool_use_id: str):
     """A card answered on the page (a form post): its run goes on."""
-    conversation = owned_conversation(conversation_id)
+    conversation = owned_conversation_for_turn(conversation_id)
     card_row = awaiting_card(db_session(), conversation.id)
     card = (card_row.meta.get("card") or {}) if card_row is not None else {}
     if (

@@ -40,6 +40,7 @@ from app.web.access import (
     is_htmx,
     owned_before_waiting,
     owned_conversation,
+    owned_conversation_for_turn,
     owned_or_404,
     shown_chat_id,
 )
@@ -274,7 +275,7 @@ def delete(conversation_id: int):
 @message_rate_limit
 def send_message(conversation_id: int):
     """The composer. Errors come back as a banner the page shows (409, 413, 429...)."""
-    conversation = owned_conversation(conversation_id)
+    conversation = owned_conversation_for_turn(conversation_id)
     settings = current_app.config["LOOPDESK"]
     message = (request.form.get("message") or "").strip()
     try:
@@ -339,7 +340,7 @@ def _form_sequence() -> int:
 @message_rate_limit
 def regenerate(conversation_id: int):
     """A row's Regenerate button: a new answer beside the old one."""
-    conversation = owned_conversation(conversation_id)
+    conversation = owned_conversation_for_turn(conversation_id)
     try:
         start_turn(conversation.id, None, None, ("regenerate", _form_sequence()))
     except ApiError as error:
@@ -354,7 +355,7 @@ def regenerate(conversation_id: int):
 @message_rate_limit
 def edit(conversation_id: int):
     """A message edited in place: a new version beside the old one, answered anew."""
-    conversation = owned_conversation(conversation_id)
+    conversation = owned_conversation_for_turn(conversation_id)
     settings = current_app.config["LOOPDESK"]
     message = (request.form.get("message") or "").strip()
     try:

@@ -6,6 +6,7 @@ from flask_migrate import Migrate
 from flask_sock import Sock
 from flask_wtf.csrf import CSRFProtect
 
+from app.web import limit_storage  # noqa: F401  (registers the loopdesk-memory:// storage)
 from app.web.identity import rate_limit_key
 
 login_manager = LoginManager()

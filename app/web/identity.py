@@ -12,7 +12,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import ApiToken, User, hash_token
-from app.db import Database, read_transaction, utcnow
+from app.db import Database, as_loaded, read_transaction, utcnow
 from app.web.session import session_is_current
 
 if TYPE_CHECKING:
@@ -42,12 +42,19 @@ def close_db_session(_exc: BaseException | None = None) -> None:
 
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-# Every request of a script signs in with it: built once, not composed per request.
+_tokens = ApiToken.__table__
+_users = User.__table__
+# Every request of a script signs in with it: built once, not composed per request, and
+# read as plain columns (the token's labelled), made into objects by `as_loaded`.
+_TOKEN_COLUMNS = {f"token_{column.key}": column.key for column in _tokens.c}
+_USER_COLUMNS = tuple(column.key for column in _users.c)
 _TOKEN_AND_USER = (
-    select(ApiToken, User)
-    .join(User, User.id == ApiToken.user_id)
-    .where(ApiToken.token_hash == bindparam("token_hash"))
+    select(*(_tokens.c[key].label(label) for label, key in _TOKEN_COLUMNS.items()), _users)
+    .join(_users, _users.c.id == _tokens.c.user_id)
+    .where(_tokens.c.token_hash == bindparam("token_hash"))
 )
+# A browser's every request reads its person by the session cookie's id.
+_USER = select(_users).where(_users.c.id == bindparam("user_id"))
 
 
 def bearer_token() -> str | None:
@@ -62,16 +69,21 @@ def user_from_bearer(raw: str) -> User | None:
     session = db_session()
     with read_transaction(session):
         found = session.execute(_TOKEN_AND_USER, {"token_hash": hash_token(raw)}).first()
-    if found is None or not found.ApiToken.active:
+        if found is None:
+            return None
+        # Made inside the read transaction: adding them after it would begin another.
+        row = found._mapping
+        token = as_loaded(session, ApiToken, {k: row[label] for label, k in _TOKEN_COLUMNS.items()})
+        user = as_loaded(session, User, {key: row[key] for key in _USER_COLUMNS})
+    if not token.active:
         return None
-    token = found.ApiToken
     g.token_scopes = token.scope_set
     now = utcnow()
     # "Last used" is shown to the nearest minute: a script's every request need not write.
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         token.last_used_at = now
         session.commit()
-    return found.User
+    return user
 
 
 def load_user_from_request(_request) -> User | None:
@@ -93,7 +105,8 @@ def load_user(user_id: str) -> User | None:
     except ValueError:
         return None
     with read_transaction(db_session()) as session:
-        user = session.get(User, user_id)
+        found = session.execute(_USER, {"user_id": user_id}).first()
+        user = as_loaded(session, User, dict(found._mapping)) if found is not None else None
     if user is None or not session_is_current(user):
         # Ended (logout, new password, "log out everywhere", deletion) or too old: the
         # browser's cookie is cleared and the request is anonymous.

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from tests.billing import counts
-from tests.factories import AuthActions
+from tests.factories import AuthActions, set_allowance
 from tests.fake_model import Turn, text
 
 CAP = 2
@@ -77,6 +77,26 @@ def test_the_same_chat_still_answers_409(app, chat, fake_model, held_model):
     response = chat.post(f"/api/chats/{chat_ids[0]}/loop", {"message": "again"})
     assert response.status_code == 409
     assert response.get_json()["error"]["code"] == "RUN_IN_FLIGHT"
+
+
+def test_a_turn_refused_for_several_reasons_gives_the_nearest_one(
+    app, chat, fake_model, held_model
+):
+    """The chat's own run in flight (409), then the monthly allowance (402), then the cap
+    on runs in other chats (429): what the person can act on first."""
+    chat_ids, _ = _busy_chats(chat, fake_model, CAP)
+    third = chat.new_chat()
+    set_allowance(app, chat.user_id, 0)
+
+    busy = chat.post(f"/api/chats/{chat_ids[0]}/loop", {"message": "again"})
+    over_allowance = chat.post(f"/api/chats/{third}/loop", {"message": "new"})
+    set_allowance(app, chat.user_id, None)
+    over_cap = chat.post(f"/api/chats/{third}/loop", {"message": "new"})
+
+    codes = [r.get_json()["error"]["code"] for r in (busy, over_allowance, over_cap)]
+    assert codes == ["RUN_IN_FLIGHT", "QUOTA_EXCEEDED", "TOO_MANY_RUNS"]
+    assert [busy.status_code, over_allowance.status_code, over_cap.status_code] == [409, 402, 429]
+    assert counts(app, third) == (0, 0)
 
 
 def test_the_cap_is_per_person(app, chat, fake_model, held_model):

@@ -14,8 +14,12 @@ from tests.fake_model import Turn, text
 # From `POST /api/chats/<id>/loop` to the model call, for the second message of a chat
 # (nothing first-use about it), on SQLite and PostgreSQL alike: the request's login read,
 # the turn's transaction, the run's claim, its first request and its iteration count.
-# Issue 22 cut them from 27 (SQLite) and 28 (PostgreSQL) statements.
-MAX_STATEMENTS = 22
+# Issue 22 cut them from 27 (SQLite) and 28 (PostgreSQL) statements to 17 in 3
+# transactions: the turn reads its conversation once (ownership, lock and allowance), the
+# run in flight from the conversation's own row, the limits in one read, the attachments in
+# one; the run's claim reads its state and its first request's history and counts its
+# first iteration in one transaction.
+MAX_STATEMENTS = 17
 MAX_TRANSACTIONS = 3
 
 
