@@ -145,6 +145,7 @@ _RELEASE = (
     update(_conversations)
     .where(_conversations.c.active_run_id == bindparam("run_id"))
     .values(status=bindparam("status"), active_run_id=None, updated_at=bindparam("now"))
+    .returning(_conversations.c.id)
 )
 
 
@@ -166,7 +167,13 @@ def finish_run(session: Session, run_id: int, status: RunStatus, error: str | No
     released = ConversationStatus.ERROR if status == RunStatus.ERROR else ConversationStatus.IDLE
     # A Core update: the run's finishing transactions load no conversation object first
     # that it would have to bring up to date (a cancel may: it goes through the ORM).
-    session.execute(_RELEASE, {"run_id": run_id, "status": released, "now": utcnow()})
+    conversation_id = session.execute(
+        _RELEASE, {"run_id": run_id, "status": released, "now": utcnow()}
+    ).scalar()
+    if conversation_id is not None:
+        # The update holds the conversation's row (PostgreSQL): a row the run writes next
+        # in this transaction need not lock it again.
+        note_conversation_locked(session, conversation_id)
     return True
 
 
