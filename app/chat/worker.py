@@ -12,16 +12,17 @@ import threading
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
+from app.chat.run_queue import WakingRedisBroker
 from app.config import Settings
 
 log = logging.getLogger(__name__)
 
 ACTOR_NAME = "run_chat"
-POLL_MS = 20
-# How often an idle worker thread wakes. A message wakes it at once (the work queue
-# notifies); its wake-ups only serve shutdown. Dramatiq gives its threads the consumer's
-# POLL_MS: 256 idle threads waking 50 times a second cost a fifth of a core.
-IDLE_THREAD_WAKE_SECONDS = 1.0
+# Dramatiq's worker timeout: how long an idle consumer waits for an enqueue's wake-up
+# before fetching anyway (app/chat/run_queue.py), and how often an idle worker thread
+# looks up to notice shutdown (a message wakes it at once). Far below the broker's
+# heartbeat timeout (60 s), so an idle worker is never taken for a dead one.
+IDLE_POLL_MS = 1_000
 
 # The services of this worker process, set by `start_worker` before messages are consumed.
 _services = None
@@ -30,7 +31,7 @@ _services = None
 def make_broker(settings: Settings) -> RedisBroker:
     if not settings.redis_url:
         raise RuntimeError("RUN_EXECUTOR=dramatiq needs REDIS_URL (the broker lives in Redis)")
-    return RedisBroker(url=settings.redis_url, namespace="loopdesk")
+    return WakingRedisBroker(url=settings.redis_url, namespace="loopdesk")
 
 
 def _run_chat(run_id: int) -> None:
@@ -93,21 +94,18 @@ def start_worker(services, threads: int) -> None:
     # A worker is there to call the model: the SDK (imported at first use, app/llm/
     # client.py) and its client are made before the first run, not inside it.
     services.model.anthropic  # noqa: B018
-    # The Redis consumer polls an idle queue with backoff up to worker_timeout: keep it
-    # short, or a person waits up to a second before their run starts.
+    broker.listen_for_wakes(services.settings.run_queue)
     worker = dramatiq.Worker(
         broker,
         queues={services.settings.run_queue},
         worker_threads=threads,
-        worker_timeout=POLL_MS,
+        worker_timeout=IDLE_POLL_MS,
     )
     sweeper = StaleSweeper(services.database, services.hub, services.settings.stale_seconds)
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     worker.start()
-    for thread in worker.workers:
-        thread.timeout = IDLE_THREAD_WAKE_SECONDS
     sweeper.start()
     log.warning(
         "worker consuming %s with %d threads; database %s",
