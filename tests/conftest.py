@@ -57,6 +57,22 @@ def _fresh_rate_limits():
 
 
 @pytest.fixture
+def redis_namespace():
+    """A name no other test uses, for its Redis keys, channels and queues; whatever keys
+    start with it are deleted after the test."""
+    value = f"test-{uuid.uuid4().hex[:12]}"
+    yield value
+    if SERVICE_REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(SERVICE_REDIS_URL)
+        keys = list(client.scan_iter(match=f"{value}*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+
+@pytest.fixture
 def database_url(tmp_path):
     if not SERVICE_DATABASE_URL.startswith("postgresql"):
         yield f"sqlite:///{tmp_path / 'test.db'}"

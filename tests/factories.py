@@ -3,9 +3,11 @@ and the test files build on these)."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
+import pytest
 from sqlalchemy import select
 
 from app.accounts.models import ApiToken, User
@@ -17,6 +19,13 @@ from app.workspace.attachments import DEFAULT_MAX_BYTES, prepare_attachment
 from app.workspace.models import Offer, Persona
 
 PASSWORD = "correct horse battery"
+
+# -- services -------------------------------------------------------------------------
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+needs_redis = pytest.mark.skipif(
+    not REDIS_URL, reason="needs a Redis server: set REDIS_URL (the CI's second pass does)"
+)
 
 # -- people ---------------------------------------------------------------------------
 

@@ -94,6 +94,15 @@ def _list_status(chat, chat_id) -> str:
     return next(c["status"] for c in chats if c["id"] == chat_id)
 
 
+def _sweep_as_stale(services, run_id) -> None:
+    """The run's heartbeat made old enough for the staleness sweep, which reclaims it."""
+    with services.database.session() as session:
+        long_ago = utcnow() - timedelta(seconds=services.settings.stale_seconds * 2)
+        session.execute(update(Run).where(Run.id == run_id).values(heartbeat_at=long_ago))
+        session.commit()
+    assert [r.run_id for r in sweep(services.database, services.hub, 1)] == [run_id]
+
+
 def _assert_nothing_logged_as_failed(caplog):
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     assert not [r for r in caplog.records if r.exc_info], caplog.text
@@ -207,11 +216,7 @@ def test_a_run_the_sweep_reclaims_as_it_answers_ends_as_the_sweep_left_it(
     future = app.extensions["executor"].futures[run_id]
     held.wait()
 
-    with services.database.session() as session:
-        long_ago = utcnow() - timedelta(seconds=services.settings.stale_seconds * 2)
-        session.execute(update(Run).where(Run.id == run_id).values(heartbeat_at=long_ago))
-        session.commit()
-    assert [r.run_id for r in sweep(services.database, services.hub, 1)] == [run_id]
+    _sweep_as_stale(services, run_id)
     held.release()
 
     assert future.result(timeout=10) == "error"
@@ -246,11 +251,7 @@ def test_a_run_the_sweep_reclaimed_that_then_fails_adds_no_second_error(app, cha
     chat_id = chat.new_chat()
     run_id = chat.send(chat_id, "What do I sell?")
     fake_model.wait_for_requests(1)
-    with services.database.session() as session:
-        long_ago = utcnow() - timedelta(seconds=services.settings.stale_seconds * 2)
-        session.execute(update(Run).where(Run.id == run_id).values(heartbeat_at=long_ago))
-        session.commit()
-    assert [r.run_id for r in sweep(services.database, services.hub, 1)] == [run_id]
+    _sweep_as_stale(services, run_id)
     swept.set()
 
     assert chat.wait(run_id)["status"] == "error"

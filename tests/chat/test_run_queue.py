@@ -4,42 +4,28 @@ Redis, real Dramatiq messages."""
 
 from __future__ import annotations
 
-import os
 import threading
-import uuid
+import time
 
 import dramatiq
 import pytest
 import redis
 
 from app.chat.run_queue import WakingRedisBroker
+from tests.factories import REDIS_URL, needs_redis
 
-REDIS_URL = os.environ.get("REDIS_URL", "")
 # Far longer than any test waits: a consumer that returns sooner was woken.
 LONG_POLL_MS = 120_000
 
-pytestmark = pytest.mark.skipif(
-    not REDIS_URL, reason="needs a Redis server: set REDIS_URL (the CI's second pass does)"
-)
+pytestmark = needs_redis
 
 
 @pytest.fixture
-def namespace():
-    value = f"test-runq-{uuid.uuid4().hex[:12]}"
-    yield value
-    client = redis.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=f"{value}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
-
-
-@pytest.fixture
-def brokers(namespace):
+def brokers(redis_namespace):
     made = []
 
     def make() -> WakingRedisBroker:
-        broker = WakingRedisBroker(url=REDIS_URL, namespace=namespace)
+        broker = WakingRedisBroker(url=REDIS_URL, namespace=redis_namespace)
         made.append(broker)
         return broker
 
@@ -52,6 +38,14 @@ def _message(queue: str, run_id: int) -> dramatiq.Message:
     return dramatiq.Message(
         queue_name=queue, actor_name="run_chat", args=(run_id,), kwargs={}, options={}
     )
+
+
+def _take(consumer, run_id: int) -> None:
+    """The next message is the run's; acknowledged, the consumer closed."""
+    message = next(consumer)
+    assert message is not None and message.args == (run_id,)
+    consumer.ack(message)
+    consumer.close()
 
 
 def _next_in_thread(consumer) -> tuple[threading.Thread, list]:
@@ -69,7 +63,7 @@ def _subscribed(broker: WakingRedisBroker, queue: str) -> None:
         for _ in range(500):
             if dict(client.pubsub_numsub(channel)).get(channel.encode(), 0) > 0:
                 return
-            threading.Event().wait(0.01)
+            time.sleep(0.01)
         raise AssertionError("the wake-up listener never subscribed")
     finally:
         client.close()
@@ -91,10 +85,7 @@ def test_an_idle_consumer_is_woken_by_an_enqueue_in_another_process(brokers):
     waiting.join(30)
     assert not waiting.is_alive(), "the enqueue's wake-up did not end the consumer's wait"
     assert got == [None]  # woken: it returns to its worker loop, then fetches
-    message = next(consumer)
-    assert message is not None and message.args == (41,)
-    consumer.ack(message)
-    consumer.close()
+    _take(consumer, 41)
 
 
 def test_without_the_wake_up_the_message_is_found_at_the_next_poll(brokers):
@@ -106,10 +97,7 @@ def test_without_the_wake_up_the_message_is_found_at_the_next_poll(brokers):
 
     assert next(consumer) is None  # empty, no listener: waits out its poll
     web_broker.enqueue(_message(queue, 7))
-    message = next(consumer)
-    assert message is not None and message.args == (7,)
-    consumer.ack(message)
-    consumer.close()
+    _take(consumer, 7)
 
 
 def test_closing_the_broker_ends_a_consumer_waiting_for_a_wake_up(brokers):

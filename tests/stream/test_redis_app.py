@@ -5,7 +5,6 @@ pause answered through the other process."""
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
@@ -14,15 +13,11 @@ import simple_websocket
 from app.accounts.models import ApiToken
 from app.accounts.service import create_user
 from app.stream.redis_hub import RedisHub
-from tests.factories import PASSWORD
+from tests.factories import PASSWORD, REDIS_URL, needs_redis
 from tests.fake_model import Turn, text, tool_use
 from tests.live import LiveServer
 
-REDIS_URL = os.environ.get("REDIS_URL", "")
-
-pytestmark = pytest.mark.skipif(
-    not REDIS_URL, reason="needs a Redis server: set REDIS_URL (the CI's second pass does)"
-)
+pytestmark = needs_redis
 
 
 class Process:

@@ -4,11 +4,9 @@ each test has its own key prefix on the real Redis at REDIS_URL."""
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
-import uuid
 
 import pytest
 import redis
@@ -18,23 +16,14 @@ from app.stream import hub as hub_module
 from app.stream.hub import LocalHub
 from app.stream.live import LiveState
 from app.stream.redis_hub import RedisHub
+from tests.factories import REDIS_URL, needs_redis
 
-REDIS_URL = os.environ.get("REDIS_URL", "")
-
-pytestmark = pytest.mark.skipif(
-    not REDIS_URL, reason="needs a Redis server: set REDIS_URL (the CI's second pass does)"
-)
+pytestmark = needs_redis
 
 
 @pytest.fixture
-def prefix():
-    value = f"test-{uuid.uuid4().hex[:12]}:"
-    yield value
-    client = redis.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=f"{value}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+def prefix(redis_namespace):
+    return f"{redis_namespace}:"
 
 
 @pytest.fixture
