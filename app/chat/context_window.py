@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.chat.compaction import Summarizer, rows_to_compact, save_summary
+from app.chat.fitting import fit_messages
 from app.chat.history import (
     cap_messages,
     continuing_tool_loop_without_thinking,
@@ -23,7 +24,6 @@ from app.chat.toolset import tools_for_step
 from app.db import read_transaction
 from app.llm.budget import (
     Calibration,
-    cap_oversized,
     estimate_messages,
     estimate_text,
     estimate_tools,
@@ -34,7 +34,6 @@ from app.memory.store import memory_prompt, read_memory
 HOST_MAX_TOKENS = 8_192
 COMPACT_THRESHOLD = 0.85  # of the input budget
 RECENT_FRACTION = 0.5  # the recent window's share of the input budget
-PER_MESSAGE_FRACTION = 0.4  # one message's largest share before it is truncated
 VERIFY_FRACTION = 0.9  # above this share, ask the API to count
 WRAP_UP_NOTE = "You have used every tool call this turn allows. Answer the person now."
 
@@ -163,14 +162,11 @@ class Draft:
     history_tokens: int
 
     def finish(self, notices: list[Message], shrink: float = 1.0) -> PreparedRequest:
-        """Fit what is left: truncate an oversized message, then drop the oldest messages
-        (never splitting a tool pair) until the estimate is within the budget."""
+        """Fit what is left (app/chat/fitting.py): older turns go, then the turn's oldest
+        tool steps, then its largest results are shortened; TurnTooLarge when even that
+        does not fit."""
         budget = int(self.budget * shrink / self.factor)
-        messages = cap_oversized(self.messages, int(budget * PER_MESSAGE_FRACTION))
-        while estimate_messages(messages) > budget and len(messages) > 1:
-            messages = repair(cap_messages(messages, len(messages) - 1), "thinking" in self.request)
-        if estimate_messages(messages) > budget:
-            messages = cap_oversized(messages, budget // max(1, len(messages)) - 64)
+        messages = fit_messages(self.messages, budget, "thinking" in self.request)
         request = {**self.request, "messages": messages}
         estimate = math.ceil(estimate_messages(messages) * self.factor) + self.fixed
         return PreparedRequest(request=request, estimated_input=estimate, notices=notices)

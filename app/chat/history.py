@@ -61,7 +61,7 @@ def _clean_blocks(blocks: list[dict[str, Any]], keep_thinking: bool) -> list[dic
     return cleaned
 
 
-def _tool_use_ids(message: dict[str, Any]) -> list[str]:
+def tool_use_ids(message: dict[str, Any]) -> list[str]:
     return [b["id"] for b in message["content"] if b.get("type") == "tool_use"]
 
 
@@ -83,7 +83,7 @@ def repair(messages: list[dict[str, Any]], keep_thinking: bool) -> list[dict[str
             repaired.append(message)
             continue
         previous = cleaned[index - 1] if index else None
-        expected = _tool_use_ids(previous) if previous else []
+        expected = tool_use_ids(previous) if previous else []
         results = {
             b["tool_use_id"]: b
             for b in message["content"]
@@ -112,7 +112,7 @@ def _answer_trailing_and_gaps(messages: list[dict[str, Any]]) -> list[dict[str, 
         if message["role"] != "assistant":
             continue
         following = messages[index + 1] if index + 1 < len(messages) else None
-        ids = _tool_use_ids(message)
+        ids = tool_use_ids(message)
         if ids and (following is None or following["role"] != "user"):
             fixed.append(
                 {
@@ -154,7 +154,7 @@ def continuing_tool_loop_without_thinking(messages: list[dict[str, Any]]) -> boo
     if len(messages) < 2 or messages[-1]["role"] != "user":
         return False
     last_assistant = messages[-2]
-    if not _tool_use_ids(last_assistant):
+    if not tool_use_ids(last_assistant):
         return False
     first = last_assistant["content"][0]
     return first.get("type") not in ("thinking", "redacted_thinking")

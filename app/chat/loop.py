@@ -16,6 +16,7 @@ from sqlalchemy import bindparam, update
 from app import events as ev
 from app.chat.context_window import Draft, HostRequestBuilder, PreparedRequest
 from app.chat.conversations import row_dict
+from app.chat.fitting import TurnTooLarge
 from app.chat.liveness import StreamWatch
 from app.chat.models import Conversation, Message, Run, RunStatus
 from app.chat.rows import insert_message
@@ -213,6 +214,9 @@ class HostLoop(ToolCalls, RunEnd):
             return RunStatus.CANCELLED, None
         except StreamAborted as aborted:
             return self.fail(aborted.reason, _aborted_text(aborted.reason)), None
+        except TurnTooLarge as too_large:
+            # Nothing was sent: the step alone outgrows the window even shortened.
+            return self.fail(too_large.code, too_large.text), None
         except ModelError as error:
             secret = self.settings.anthropic_api_key
             log.warning(
