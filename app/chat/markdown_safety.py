@@ -28,6 +28,10 @@ _PROBE = "loopdesk-end-of-text"
 # unsafe, but another viewer might not): the check below decides.
 _parser = MarkdownIt("commonmark")
 _parser.validateLink = lambda _url: True
+# Tidying needs only where the blocks are: no inline parse (half the time).
+_blocks = MarkdownIt("commonmark").disable("inline")
+# Without these, a text can make no heading, HTML, link, fence or setext underline.
+_MAYBE_MARKUP = re.compile(r"[#<\[`~]|^[ \t>]*(?:=+|-+)[ \t]*$", re.MULTILINE)
 
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):")
 _CONTAINERS = r"^((?:[ \t]*(?:>|[*+\-]|\d{1,9}[.)]))*[ \t]*)"
@@ -58,6 +62,8 @@ def markdown_block(text: str) -> str:
     """Markdown that keeps its emphasis, lists and code but has no heading at the
     export's levels, no raw HTML and no unsafe link; fenced whole when not provably so."""
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    if not _MAYBE_MARKUP.search(text):
+        return text  # most plain replies: nothing to parse
     tidied = _tidy(text)
     return tidied if _is_contained(tidied) else _fenced(text)
 
@@ -65,7 +71,7 @@ def markdown_block(text: str) -> str:
 def _tidy(text: str) -> str:
     lines = text.split("\n")
     inert: set[int] = set()
-    for token in _parser.parse(text):
+    for token in _blocks.parse(text):
         if token.map is None:
             continue
         start, end = token.map
