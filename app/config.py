@@ -270,10 +270,23 @@ class Settings:
     rate_limit_login_address: str = setting(
         "20 per minute", "RATE_LIMIT_LOGIN_ADDRESS", "login attempts per client address"
     )
+    rate_limit_login_address_failures: str = setting(
+        "10 per hour",
+        "RATE_LIMIT_LOGIN_ADDRESS_FAILURES",
+        "failed login attempts per client address, on any accounts (then 429 to every "
+        "login from it)",
+    )
     rate_limit_login_account: str = setting(
-        "30 per hour",
+        "5 per hour",
         "RATE_LIMIT_LOGIN_ACCOUNT",
-        "failed login attempts per account, from any address",
+        "failed login attempts per account, from any address: the last of them and each "
+        "after sets a growing delay (15 s, doubling) for the addresses that failed on it; "
+        "no lock (docs/security.md)",
+    )
+    login_delay_max_seconds: int = setting(
+        900,
+        "LOGIN_DELAY_MAX_SECONDS",
+        "the longest delay an account's failed logins set (docs/security.md)",
     )
     rate_limit_signup: str = setting(
         "10 per hour", "RATE_LIMIT_SIGNUP", "sign-ups per client address"

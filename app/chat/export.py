@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.chat.branches import shown_rows
 from app.chat.conversations import conversation_dict
+from app.chat.markdown_safety import markdown_block, markdown_inline
 from app.chat.models import Conversation
 from app.chat.shapes import is_confirmation
 from app.kinds import CardStatus, RowKind
@@ -35,14 +36,13 @@ class ConversationExport:
         return {"chat": self.chat, "messages": self.rows, "attachments": self.attachments}
 
     def as_markdown(self, card_summary: CardSummary) -> str:
-        lines = [f"# {self.chat['title']}", ""]
+        lines = [f"# {markdown_inline(self.chat['title'])}", ""]
         for row in self.rows:
             lines.extend(_row_markdown(row, card_summary))
             for attachment in self.attachments:
                 if attachment["message_sequence"] == row["sequence"]:
-                    lines.append(
-                        f"*Attached: {attachment['filename']} ({attachment['size']} bytes)*"
-                    )
+                    name = markdown_inline(attachment["filename"])
+                    lines.append(f"*Attached: {name} ({attachment['size']} bytes)*")
                     lines.append("")
         return "\n".join(lines).rstrip() + "\n"
 
@@ -80,7 +80,7 @@ def _row_markdown(row: dict, card_summary: CardSummary) -> list[str]:
     who = "You" if row["kind"] == RowKind.USER else "Loopdesk"
     lines = [f"## {who} · {when}", ""]
     if row.get("content"):
-        lines.extend([row["content"], ""])
+        lines.extend([markdown_block(row["content"]), ""])
     if "card" in row:
         lines.extend(_card_markdown(row["card"], card_summary))
     if "agentOutput" in row:
@@ -91,17 +91,17 @@ def _row_markdown(row: dict, card_summary: CardSummary) -> list[str]:
 
 
 def _card_markdown(card: dict, card_summary: CardSummary) -> list[str]:
-    lines = [f"> **{card.get('title') or 'A question for you'}**"]
+    lines = [f"> **{markdown_inline(card.get('title') or 'A question for you')}**"]
     if is_confirmation(card):
         answer = card.get("answer") or {}
         lines.append(">")
-        lines.append(f"> {card.get('reason', '')}".rstrip())
+        lines.append(f"> {markdown_inline(card.get('reason', ''))}".rstrip())
         verdict = {True: "Allowed", False: "Declined"}.get(answer.get("approved"), "Not answered")
         lines.extend([">", f"> Answer: {verdict}", ""])
         return lines
     for item in card_summary(card):
-        answers = ", ".join(item["answers"]) or "No answer"
-        lines.append(f"> - {item['title']}: {answers}")
+        answers = ", ".join(markdown_inline(answer) for answer in item["answers"]) or "No answer"
+        lines.append(f"> - {markdown_inline(item['title'])}: {answers}")
     if card.get("status") == CardStatus.AWAITING:
         lines.append("> - (waiting for an answer)")
     elif card.get("status") == CardStatus.DISMISSED:
@@ -111,8 +111,8 @@ def _card_markdown(card: dict, card_summary: CardSummary) -> list[str]:
 
 
 def _output_markdown(output: dict) -> list[str]:
-    name = output.get("agentName") or output.get("agent") or "Result"
-    lines = [f"### {name}: {output.get('title', '')}".rstrip(), ""]
+    name = markdown_inline(output.get("agentName") or output.get("agent") or "Result")
+    lines = [f"### {name}: {markdown_inline(output.get('title', ''))}".rstrip(), ""]
     lines.extend(_value_markdown(output.get("content"), 0))
     lines.append("")
     return lines
@@ -123,12 +123,12 @@ def _value_markdown(value: Any, depth: int) -> list[str]:
     if isinstance(value, dict):
         lines = []
         for key, item in value.items():
-            label = str(key).replace("_", " ")
+            label = markdown_inline(str(key).replace("_", " "))
             if isinstance(item, (dict, list)):
                 lines.append(f"{indent}- **{label}**:")
                 lines.extend(_value_markdown(item, depth + 1))
             else:
-                lines.append(f"{indent}- **{label}**: {item}")
+                lines.extend(_scalar_markdown(f"{indent}- **{label}**: ", item, indent))
         return lines
     if isinstance(value, list):
         lines = []
@@ -137,6 +137,17 @@ def _value_markdown(value: Any, depth: int) -> list[str]:
                 lines.append(f"{indent}-")
                 lines.extend(_value_markdown(item, depth + 1))
             else:
-                lines.append(f"{indent}- {item}")
+                lines.extend(_scalar_markdown(f"{indent}- ", item, indent))
         return lines
-    return [f"{indent}{value}"] if value not in (None, "") else []
+    if value in (None, ""):
+        return []
+    return [f"{indent}{line}".rstrip() for line in markdown_block(str(value)).split("\n")]
+
+
+def _scalar_markdown(lead: str, value: Any, indent: str) -> list[str]:
+    """A value after its list marker: on the line when it is one line once made safe,
+    else as a block inside the list item (a model's text, so made safe either way)."""
+    block = markdown_block(str(value))
+    if "\n" not in block:
+        return [f"{lead}{block}".rstrip()]
+    return [lead.rstrip(), *(f"{indent}  {line}".rstrip() for line in block.split("\n"))]

@@ -10,6 +10,8 @@ from sqlalchemy import select
 
 from app.accounts.models import User, dummy_password_check, end_sessions, spend_a_password_hash
 from app.accounts.service import AccountError, create_user
+from app.web import login_throttle
+from app.web.errors import error_response
 from app.web.extensions import limiter
 from app.web.forms import ConfirmForm, LoginForm, SignupForm
 from app.web.identity import client_address, db_session
@@ -28,18 +30,13 @@ def _settings():
     return current_app.config["LOOPDESK"]
 
 
-def _login_account_key() -> str:
-    """Failed logins count against the account they name, wherever they come from."""
-    return "login-account:" + User.normalize_email(request.form.get("email", ""))[:254]
-
-
 def _address_key() -> str:
     return f"address:{client_address()}"
 
 
 def _login_failed(_response) -> bool:
-    """Only a checked, wrong password counts against the account (not a form missing
-    its CSRF token, which anyone could send in the account's name for free)."""
+    """Only a checked, wrong password counts as a failure (not a form missing its CSRF
+    token, which anyone could send in the account's name for free)."""
     return bool(g.get("wrong_password"))
 
 
@@ -53,8 +50,9 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
-# Never one global counter: per client address (the real one behind TRUSTED_PROXIES),
-# and failures per account. One address guessing cannot lock another address out.
+# Never one global counter, and no lock (docs/security.md#login): per client address (the
+# real one behind TRUSTED_PROXIES) every attempt, and failures hard; per account a growing
+# delay that holds back only the addresses that failed on it (app/web/login_throttle.py).
 @bp.route("/login", methods=["GET", "POST"])
 @limiter.limit(
     lambda: _settings().rate_limit_login_address,
@@ -63,30 +61,44 @@ def _safe_next(target: str | None) -> str:
     scope="login-address",
 )
 @limiter.limit(
-    lambda: _settings().rate_limit_login_account,
-    key_func=_login_account_key,
+    lambda: _settings().rate_limit_login_address_failures,
+    key_func=_address_key,
     methods=["POST"],
-    scope="login-account",
+    scope="login-address-failures",
     deduct_when=_login_failed,
 )
 def login():
-    """The login form (GET) and logging in (POST), limited per address and account."""
+    """The login form (GET) and logging in (POST), throttled per address and account."""
     form = LoginForm()
     if form.validate_on_submit():
         email = User.normalize_email(form.email.data)
+        wait = login_throttle.seconds_to_wait(email, client_address())
+        if wait:
+            return _slowed_down(wait)
         user = db_session().scalar(select(User).where(User.email == email))
         if user is None:
             dummy_password_check(form.password.data)
         elif user.check_password(form.password.data):
+            login_throttle.record_success(email, client_address())
             start_session(user)
             if user.must_onboard:
                 flash("Welcome to Loopdesk.")  # the first login after signing up
             return redirect(_safe_next(request.args.get("next")))
         g.wrong_password = True
+        login_throttle.record_failure(email, client_address())
         form.password.errors.append(LOGIN_FAILED)
         return render_template("auth/login.html", form=form), 400
     status = 400 if request.method == "POST" else 200
     return render_template("auth/login.html", form=form), status
+
+
+def _slowed_down(seconds: int):
+    """This address failed on an account now being guessed at: it waits out the delay."""
+    message = (
+        "Too many failed logins for this account from this address. "
+        f"Try again in {seconds} seconds."
+    )
+    return error_response(429, "RATE_LIMITED", message, {"Retry-After": str(seconds)})
 
 
 @bp.route("/signup", methods=["GET", "POST"])

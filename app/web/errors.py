@@ -76,6 +76,8 @@ def _limited_what() -> str:
     limit = limiter.current_limit
     if limit is not None and MODEL_WORK_SCOPE in limit.key:
         return "Too many requests that call the model."
+    if limit is not None and "login-address" in limit.key:
+        return "Too many login attempts from this address."
     return "Too many messages."
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 
 from app.chat.models import Message
@@ -199,3 +200,56 @@ def test_download_all_holds_every_chat_output_asset_attachment_and_the_memory(
     _, raw = add_token(app, user, "backup")
     scripted = client.get("/api/export", headers=bearer(raw), buffered=True)
     assert scripted.status_code == 200 and zipfile.ZipFile(io.BytesIO(scripted.data)).namelist()
+
+
+FORGED_REPLY = (
+    "Sure.\n## You · 2026-01-01 09:00 UTC\nplease delete everything\n\n"
+    "<script>alert(1)</script>\n\n<img src=x onerror=alert(1)>\n\n"
+    "[x](javascript:alert(1)), [docs](https://example.com/docs) and **kept**."
+)
+
+
+def test_markdown_export_headings_are_only_its_own(app, client, user, auth):
+    """Issue 29: model text and file names went into the export raw, so a reply could
+    forge a turn of the person's, and HTML and javascript: links passed through."""
+    from markdown_it import MarkdownIt
+
+    chat_id = add_conversation(app, user, "Launch\n## You")
+    upload = client.post(
+        f"/api/chats/{chat_id}/attachments",
+        data={"file": (io.BytesIO(b"x"), "[a](javascript:alert(2))<img src=x>.txt", "text/plain")},
+        headers=auth.headers(),
+    )
+    assert upload.status_code == 201, upload.get_json()
+    output = {**OUTPUT, "title": "Copy\n## You", "content": {"note": "ok\n## You\n<b>x</b>"}}
+    _write_rows(
+        app,
+        chat_id,
+        [
+            ("user", "Plan the launch", {}),
+            ("host", FORGED_REPLY, {}),
+            ("agent_output", "", {"agentOutput": output}),
+            ("host", "You\n---\n```\nan unclosed fence", {}),
+        ],
+    )
+    text = client.get(f"/chats/{chat_id}/export?format=md").get_data(as_text=True)
+    viewer = MarkdownIt("commonmark")
+    viewer.validateLink = lambda _url: True  # a viewer that follows every link written
+    tokens = viewer.parse(text)
+    headings = [
+        (t.tag, viewer.renderer.render(tokens[i + 1].children, viewer.options, {}).split(" · ")[0])
+        for i, t in enumerate(tokens)
+        if t.type == "heading_open" and t.tag in ("h1", "h2", "h3")
+    ]
+    assert headings == [
+        ("h1", "Launch ## You"),
+        ("h2", "You"),
+        ("h2", "Loopdesk"),
+        ("h2", "Loopdesk"),
+        ("h3", "Copywriter: Copy ## You"),
+        ("h2", "Loopdesk"),
+    ]
+    page = viewer.render(text)
+    assert "<script" not in page and "<img" not in page and "<b>" not in page
+    assert "javascript:" not in " ".join(re.findall(r'(?:href|src)="([^"]*)"', page))
+    assert "[docs](https://example.com/docs) and **kept**." in text  # Markdown kept
