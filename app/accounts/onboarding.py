@@ -60,3 +60,18 @@ def starters_for(user: User) -> tuple[list[dict[str, str]], bool]:
         and utcnow() - user.onboarded_at < PENDING_FOR
     )
     return default_starters(), pending
+
+
+def starter_sources(user: User | None, text: str) -> list[dict]:
+    """The untrusted sources of the person's starters that `text` carries (a starter
+    written from their website, sent as is or inside a longer message); empty when none.
+    Matched by text, so it holds however the starter arrives (a card, the composer, the
+    API)."""
+    sources: list[dict] = []
+    for starter in (user.starters or []) if user is not None else []:
+        if not isinstance(starter, dict) or not starter.get("untrusted_sources"):
+            continue
+        prompt = str(starter.get("prompt") or "").strip()
+        if prompt and prompt in text:
+            sources += [s for s in starter["untrusted_sources"] if s not in sources]
+    return sources

@@ -6,6 +6,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.chat.models import TITLE_DEFAULT, TITLE_PERSON, Conversation, Message
+from app.kinds import RowKind
 
 DEFAULT_TITLE = "New chat"
 
@@ -70,6 +71,9 @@ def row_dict(row: Message, siblings: list[int] | None = None) -> dict:
         data["stopped"] = True  # Stop ended this answer (or, on a notice, before any text)
     if row.meta.get("files"):
         data["files"] = row.meta["files"]  # a person's message: the files it went with
+    if row.kind == RowKind.USER and row.meta.get("untrusted"):
+        # A person's message carrying a starter written from a web page (app/chat/taint.py).
+        data["untrusted_sources"] = row.meta["untrusted"]
     if "steps" in row.meta:
         data["steps"] = row.meta["steps"]  # the run's steps, kept on its first shown row
     return data

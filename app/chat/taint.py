@@ -3,12 +3,14 @@
 A conversation is tainted while any untrusted content is in what its model receives: a
 tool result that carried untrusted content (a fetched page, an attached file, a saved
 output made from one: the row's `untrusted` sources), which stays in the history or in
-the summary compacted from it, or a remembered fact that came from untrusted content
-(it is in every system prompt). Nothing the person types clears it, and any process
-computes the same answer from the same rows.
+the summary compacted from it, a message sent from words written from untrusted content
+(a starter made from the person's website: its row's `untrusted`), or a remembered fact
+that came from untrusted content (it is in every system prompt). Nothing the person types
+clears it, and any process computes the same answer from the same rows.
 
 While tainted, every call that writes (`Tool.writes`) and every fetch of a URL the person
-did not type themselves waits for the person's approval of its exact arguments. The model
+did not type themselves waits for the person's approval of its exact arguments (an
+address in a message written from untrusted content was not typed by them). The model
 cannot turn this off; reading the workspace never asks."""
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ from app.tools.urls import normal_url, url_view
 
 URL_TOOLS = {"fetch_url"}
 # Read in the transaction that claims every run, so built once. Only the small parts of
-# each result row (never the page text itself).
+# each result row (never the page text itself), and of the person's messages the sources
+# a starter's text carried.
 _RESULT_SOURCES = select(
     Message.meta["untrusted"],
     Message.meta["tool"].as_string(),
     Message.meta[("blocks", 0, "is_error")].as_boolean(),
 ).where(
-    Message.conversation_id == bindparam("conversation_id"), Message.kind == RowKind.TOOL_RESULT
+    Message.conversation_id == bindparam("conversation_id"),
+    Message.kind.in_((RowKind.TOOL_RESULT, RowKind.USER)),
 )
-_TYPED_TEXTS = select(Message.content).where(
+_TYPED_TEXTS = select(Message.content, Message.meta["untrusted"]).where(
     Message.conversation_id == bindparam("conversation_id"), Message.kind == RowKind.USER
 )
 TYPED_URL = re.compile(r"https?://[^\s<>\"'`]+", re.I)
@@ -79,9 +83,11 @@ def _row_sources(
 
 def typed_urls(session: Session, conversation_id: int) -> set[str]:
     """Every full URL the person typed themselves in this conversation (normalized)."""
-    texts = session.scalars(_TYPED_TEXTS, {"conversation_id": conversation_id})
+    rows = session.execute(_TYPED_TEXTS, {"conversation_id": conversation_id})
     found = set()
-    for text in texts:
+    for text, untrusted in rows:
+        if untrusted:
+            continue  # written from untrusted content (a starter): not typed by the person
         for match in TYPED_URL.findall(text or ""):
             normal = normal_url(match.rstrip(TRAILING))
             if normal:

@@ -203,16 +203,24 @@ def _start(session: Session, conversation, trigger: str, rows: list[Message]) ->
 
 
 def submit_message(
-    session: Session, settings: Settings, conversation_id: int, user_id: int, text: str
+    session: Session,
+    settings: Settings,
+    conversation_id: int,
+    user_id: int,
+    text: str,
+    untrusted: list[dict] | None = None,
 ) -> StartedTurn:
     """A new message. A card still waiting is dismissed with the message, so the
-    conversation never deadlocks on an unanswered question."""
+    conversation never deadlocks on an unanswered question. `untrusted`: the untrusted
+    content the text was written from (a starter made from a web page), kept on its row."""
     conversation = _locked(session, settings, conversation_id, user_id)
     rows = _close_waiting(session, conversation.id, {"dismissed": True, "user_message": text})
     # The model is told about files attached since the person last wrote (the visible
     # row keeps just what they typed).
     files = pending_attachments(session, conversation.id)
-    rows.append(_user_row(session, conversation.id, text, note_for(files), file_chips(files)))
+    rows.append(
+        _user_row(session, conversation.id, text, note_for(files), file_chips(files), untrusted)
+    )
     if conversation.title_source == TITLE_DEFAULT:
         # A placeholder until the fast model names the chat (app/chat/titles.py).
         conversation.title = _title_from(text)
@@ -265,14 +273,16 @@ def _latest_card_to_close(session: Session, conversation_id: int) -> Message | N
     return session.get(Message, latest.id)
 
 
-def _user_row(
-    session: Session, conversation_id: int, text: str, note: str, files: list[dict]
-) -> Message:
-    """`files`: the attachments the message went with, shown on its row."""
+def _user_row(session, conversation_id: int, text: str, note: str, files, untrusted) -> Message:
+    """`files`: the attachments the message went with, shown on its row. `untrusted`: what
+    the text was written from, when not the person (it taints the conversation, and its
+    addresses do not count as typed: app/chat/taint.py)."""
     model_text = f"{text}\n\n{note}" if note else text
     meta: dict = {"blocks": [{"type": "text", "text": model_text}]}
     if files:
         meta["files"] = files
+    if untrusted:
+        meta["untrusted"] = untrusted
     return insert_message(
         session, conversation_id, role="user", kind=RowKind.USER, content=text, meta=meta
     )
@@ -325,8 +335,10 @@ def submit_edit(
     user_id: int,
     sequence: int,
     text: str,
+    untrusted: list[dict] | None = None,
 ) -> StartedTurn:
-    """A new version of one of the person's messages, beside the old one, answered anew."""
+    """A new version of one of the person's messages, beside the old one, answered anew
+    (`untrusted` as for `submit_message`)."""
     conversation = _locked(session, settings, conversation_id, user_id)
     tree = Tree.load(session, conversation.id)
     original = _row_or_404(tree, sequence, "user")
@@ -347,7 +359,7 @@ def submit_edit(
     note = "\n".join(dict.fromkeys(line for n in notes for line in n.splitlines() if line))
     files = list(original.meta.get("files") or [])
     files += [f for f in file_chips(pending) if f["id"] not in {o["id"] for o in files}]
-    row = _user_row(session, conversation.id, text, note, files)
+    row = _user_row(session, conversation.id, text, note, files, untrusted)
     return _start(session, conversation, "edit", [row])
 
 

@@ -9,6 +9,7 @@ import time
 from flask import current_app, request
 from flask_login import current_user
 
+from app.accounts.onboarding import starter_sources
 from app.chat.attachments import save_attachment
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.models import Conversation
@@ -40,6 +41,8 @@ def start_turn(
     `("edit", sequence)` with the new text in `message`."""
     services = current_app.extensions["services"]
     session = db_session()
+    # Words a starter written from a web page put in the message are not the person's.
+    untrusted = starter_sources(current_user, message) if message else []
     try:
         if branch is not None:
             kind, sequence = branch
@@ -49,11 +52,17 @@ def start_turn(
                 )
             else:
                 started = submit_edit(
-                    session, services.settings, conversation_id, current_user.id, sequence, message
+                    session,
+                    services.settings,
+                    conversation_id,
+                    current_user.id,
+                    sequence,
+                    message,
+                    untrusted,
                 )
         elif message is not None:
             started = submit_message(
-                session, services.settings, conversation_id, current_user.id, message
+                session, services.settings, conversation_id, current_user.id, message, untrusted
             )
         else:
             tool_use_id, result = tool_response

@@ -163,6 +163,9 @@ class RowOut(Loose):
     summary: str | None = None
     stopped: bool | None = None
     steps: dict[str, Any] | None = None
+    untrusted_sources: list[Any] | None = Field(
+        None, description="On a person's message: the untrusted content its text came from"
+    )
 
 
 class MessageList(BaseModel):
