@@ -72,8 +72,9 @@ def execute_run(services: RunServices, run_id: int) -> str | None:
         claimed = claim_run(session, run_id)
         if claimed is None:
             # Stopped, or deleted with its conversation, before it began: nothing to cancel.
-            services.cancellations.discard(run_id)
             return None
+        # Before the claim commits: a Stop that follows it finds the run executing here.
+        services.cancellations.executing(run_id)
         host = HostLoop(
             services, run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index
         )
@@ -85,7 +86,7 @@ def execute_run(services: RunServices, run_id: int) -> str | None:
             log.warning("run %s: its first request was not read with its claim", run_id)
             session.rollback()
             if claim_run(session, run_id) is None:
-                services.cancellations.discard(run_id)
+                services.cancellations.ended(run_id)
                 return None
             host = HostLoop(
                 services, run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index
@@ -184,7 +185,7 @@ class HostLoop(ToolCalls, RunEnd):
             if self.model_answers:
                 self.meter()
             changed = self.conversation_changed()
-        self.services.cancellations.discard(self.run_id)
+        self.services.cancellations.ended(self.run_id)
         self.keep_steps()
         # Released before Done is published: no keepalive of this run can follow its Done.
         self.services.liveness.release(self.run_id)

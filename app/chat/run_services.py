@@ -36,23 +36,36 @@ class Publisher(Protocol):
 
 
 class Cancellations:
-    """Runs stopped in this process: the loop checks here on every event, and asks the
-    database (where a stop from any process lands) only every few seconds."""
+    """Runs stopped while they execute in this process: the loop checks here on every
+    event, and asks the database (where a stop from any process lands) only every few
+    seconds. Only a run executing here is kept, from its claim to its end: a stop of a
+    run answering elsewhere, or a poll that read a run just before it ended, adds nothing,
+    so the set never outgrows the runs in flight here."""
 
     def __init__(self) -> None:
+        self._executing: set[int] = set()
         self._runs: set[int] = set()
         self._lock = threading.Lock()
 
+    def executing(self, run_id: int) -> None:
+        """The run was claimed here (called before the claim commits, so a stop that
+        follows the claim finds it)."""
+        with self._lock:
+            self._executing.add(run_id)
+
+    def ended(self, run_id: int) -> None:
+        """The run no longer executes here: it leaves both sets."""
+        with self._lock:
+            self._executing.discard(run_id)
+            self._runs.discard(run_id)
+
     def add(self, run_id: int) -> None:
         with self._lock:
-            self._runs.add(run_id)
+            if run_id in self._executing:
+                self._runs.add(run_id)
 
     def __contains__(self, run_id: int) -> bool:
         return run_id in self._runs
-
-    def discard(self, run_id: int) -> None:
-        with self._lock:
-            self._runs.discard(run_id)
 
 
 class RunServices(Protocol):

@@ -14,7 +14,7 @@ from app.chat.models import Message
 from app.chat.provenance import stamped
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_log import elapsed_ms
-from app.chat.runs import awaiting_approval
+from app.chat.runs import approved_not_run, awaiting_approval
 from app.chat.search import index_row
 from app.chat.shapes import Card
 from app.chat.taint import held_for_approval
@@ -208,16 +208,19 @@ class ToolCalls:
 
     def settle_approved_call(self) -> bool:
         """A confirmation the person approved runs now, with the exact arguments on the
-        card, exactly once: whatever the outcome (a failure is an error result), the card
-        is marked executed in the transaction that writes its result."""
+        card, at most once: the card is claimed (marked executed) in a short transaction
+        committed before the call, which then runs with no transaction open (it may fetch
+        a page or ask a model); its writes and result rows commit together afterwards. A
+        run that dies in between leaves the call without a result, which the history
+        answers as dismissed (app/chat/history.py); it never runs again."""
         started = time.monotonic()
+        card = self.claim_approved_card()
+        if card is None:
+            return False
+        tool = self.services.tools.get(card["tool"])
+        tool_use = {"id": card["toolUseId"], "name": card["tool"]}
+        context = None
         with self.services.database.session() as session:
-            row = awaiting_approval(session, self.conversation_id)
-            if row is None:
-                return False
-            card: Card = row.meta["card"]
-            tool = self.services.tools.get(card["tool"])
-            tool_use = {"id": card["toolUseId"], "name": card["tool"]}
             if tool is None:
                 result = ToolResult(
                     f"The approved action {card['tool']} is no longer available here, so it "
@@ -228,10 +231,8 @@ class ToolCalls:
                 context = self.tool_context(session, tool_use)
                 with stamped(session, context):
                     outcome = invoke(tool, context, card["arguments"], approved=True)
-                result = outcome if isinstance(outcome, ToolResult) else _as_result(outcome)
-            untrusted = self.read_untrusted(tool, result, None if tool is None else context)
-            row = session.get(Message, row.id)
-            row.meta = {**row.meta, "card": {**row.meta["card"], "executed": True}}
+                result = _as_result(outcome)
+            untrusted = self.read_untrusted(tool, result, context)
             rows = self.persist_tool_result(session, tool_use, card["tool"], result, untrusted)
             self.ensure_running(session)
             session.commit()
@@ -240,6 +241,24 @@ class ToolCalls:
             self.billable_calls += 1
         self.emit_visible(rows)
         return True
+
+    def claim_approved_card(self) -> Card | None:
+        """The approved card, marked executed and committed so that nothing carries it out
+        again (a second settler waits on the row's lock, then finds it spent); None when
+        the latest card is no approved call waiting to run."""
+        with self.services.database.session() as session:
+            row = awaiting_approval(session, self.conversation_id)
+            if row is not None:
+                row = approved_not_run(
+                    session.get(Message, row.id, with_for_update=True, populate_existing=True)
+                )
+            if row is None:
+                return None
+            card: Card = {**row.meta["card"], "executed": True}
+            row.meta = {**row.meta, "card": card}
+            self.ensure_running(session)
+            session.commit()
+        return card
 
     def emit_visible(self, rows: list[Message]) -> None:
         for row in rows:

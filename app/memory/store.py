@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db import utcnow
+from app.db import read_transaction, utcnow
 from app.llm.client import ModelClient, ModelError
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
 from app.memory.models import MemoryChange, UserMemory
@@ -311,14 +311,17 @@ def reconcile(
     actor_id: int | None = None,
 ) -> Outcome:
     """The one way free text becomes memory. The model call happens before the lock is
-    taken (it can be slow); its operations are then applied to the facts as they are."""
+    taken (it can be slow; call this with no transaction open); its operations are then
+    applied to the facts as they are, in a transaction the caller commits."""
     text = text.strip()
     if not text:
         raise MemoryRefused("There is nothing to remember.")
     if len(text) > MAX_INPUT_CHARS:
         raise MemoryRefused(f"Send at most {MAX_INPUT_CHARS} characters at a time.")
-    _, facts = read_memory(session, user_id)
-    session.commit()  # end the read transaction before the slow call
+    # Read in a transaction of its own, ended before the slow call (the caller commits
+    # what follows); inside the caller's open transaction it joins it and commits nothing.
+    with read_transaction(session):
+        _, facts = read_memory(session, user_id)
     used_fallback = False
     try:
         operations = model_operations(model, fast_model, facts, text)

@@ -91,6 +91,8 @@ class LocalHub:
         self._live: dict[int, LiveState] = {}
 
     def publish(self, conversation_id: int, event: Event) -> None:
+        # Delivered under the lock that applied it: two publishers at once reach every
+        # socket in the order the live state took them (a put never blocks).
         with self._lock:
             live = self._live.get(conversation_id)
             if live is None:  # (not setdefault: that would build a state per event)
@@ -98,9 +100,8 @@ class LocalHub:
             live.apply(event)
             if live.run_id is None:
                 self._live.pop(conversation_id, None)
-            subscribers = list(self._by_conversation.get(conversation_id, ()))
-        for subscription in subscribers:
-            subscription.put(event)
+            for subscription in self._by_conversation.get(conversation_id, ()):
+                subscription.put(event)
 
     def publish_user(self, user_id: int, event: Event) -> None:
         with self._lock:

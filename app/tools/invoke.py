@@ -21,7 +21,13 @@ def invoke(
 ) -> ToolResult | Pause:
     """The handler's result (or its card); on any failure the tool's writes are rolled
     back and the model is told what went wrong. `approved`: the person allowed a held
-    call, so its approved handler runs with the card's arguments."""
+    call, so its approved handler runs with the card's arguments. No transaction may be
+    open on the context's session when it is called."""
+    if context.session.in_transaction():
+        # A programming error, not the tool's failure: a handler may do slow work (a
+        # fetch, a model call) and must not hold a transaction, nor SQLite's write lock,
+        # across it (see app/tools/registry.py). The caller commits before calling.
+        raise RuntimeError(f"{tool.name} was called with a transaction open")
     handler = (tool.on_approved or tool.handler) if approved else tool.handler
     secrets = [context.settings.anthropic_api_key]
     try:

@@ -16,11 +16,14 @@ class Site:
         self.redirects: dict[str, str] = {}
         self.requests: list[str] = []
         self.collected: list[str] = []
+        # Called with each path while it is served, before the answer goes out.
+        self.on_request = lambda path: None
         site = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
                 site.requests.append(self.path)
+                site.on_request(self.path)
                 if self.path.startswith("/collect"):
                     site.collected.append(self.path)
                 path = self.path.split("?")[0]

@@ -415,3 +415,41 @@ def test_a_chat_deleted_by_another_process_cancels_the_run_here(app, chat, fake_
     assert time.monotonic() - started < 4
     assert fake_model.replies == []
     _assert_ended_cleanly(app, chat, run_id, future, caplog, chat_id, kept_id)
+
+
+def _run_elsewhere(app, chat_id: int) -> int:
+    """A run answering in the chat from another process (a worker): running, and its
+    conversation's active run, but not executing here."""
+    with app.extensions["database"].session() as session:
+        conversation = session.get(Conversation, chat_id)
+        run = Run(conversation_id=chat_id, user_id=conversation.user_id, status="running")
+        session.add(run)
+        session.flush()
+        conversation.active_run_id = run.id
+        session.commit()
+        return run.id
+
+
+def test_no_run_stays_in_the_cancellation_set_once_it_is_not_executing_here(app, chat, fake_model):
+    """The set this process's runs check on every event holds only runs executing here,
+    so it does not grow for the life of the process: a liveness poll begun while a run was
+    still here does not put it back once it ended, and stopping or deleting a chat whose
+    run answers in another process adds nothing here."""
+    from app.chat.liveness import StreamWatch
+
+    services = app.extensions["services"]
+    fake_model.script("Done.")
+    chat_id = chat.new_chat()
+    finished = chat.send(chat_id, "hello")
+    # The monitor's tick listed the run before it ended; its poll reads after the delete.
+    listed = [StreamWatch(finished, chat_id, time.monotonic())]
+    assert chat.wait(finished)["status"] == "completed"
+    _delete_from_the_page(chat, chat_id)
+    services.liveness.poll_cancellations(listed)
+
+    stopped_id, deleted_id = chat.new_chat(), chat.new_chat()
+    stopped, deleted = _run_elsewhere(app, stopped_id), _run_elsewhere(app, deleted_id)
+    assert chat.post(f"/api/chats/{stopped_id}/stop", {}).get_json()["runId"] == stopped
+    _delete_from_the_page(chat, deleted_id)
+
+    assert [r for r in (finished, stopped, deleted) if r in services.cancellations] == []

@@ -9,14 +9,16 @@ request reached the collector (a second local server that counts what it gets)."
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from sqlalchemy import func, select
 
 from app.agents.catalog import load_agents
 from app.agents.outputs import answer_tool_name
-from app.chat.models import Conversation
+from app.chat.models import Conversation, Message
 from app.chat.rows import insert_message
+from app.db import read_transaction
 from app.llm.demo import agent_output
 from app.memory.store import read_memory
 from app.workspace.models import Attachment, Campaign, Character, Output, VisualAsset
@@ -436,3 +438,47 @@ def test_taint_is_read_from_the_rows_older_rows_and_failed_reads_included(app, c
         assert untrusted_sources(session, older, tools, None) == [{"tool": "fetch_url"}]
         assert untrusted_sources(session, failed, tools, None) == []
         assert untrusted_sources(session, clean, tools, None) == []
+
+
+def test_an_approved_fetch_holds_no_transaction_while_the_page_is_fetched(
+    app, chat, fake_model, site
+):
+    """The approved call runs after the card is claimed and committed, with no transaction
+    open: while the page is served the card already reads as carried out to everyone, and
+    on SQLite another connection can take the write lock (no writer waits on the fetch)."""
+    database = app.extensions["database"]
+    url = site.page("/tips", INJECTED)
+    chat_id = chat.new_chat()
+    replies(
+        fake_model,
+        Turn(tool_use("fetch_url", {"url": url})),
+        Turn(tool_use("fetch_url", {"url": f"{url}?page=2"})),
+    )
+    card = held_card(chat, chat_id, chat.wait(chat.send(chat_id, f"Summarize {url}")), "fetch_url")
+    claimed, writable = [], []
+
+    def while_serving(path):
+        with database.session() as session, read_transaction(session):
+            row = session.scalars(select(Message).where(Message.kind == "card")).one()
+            claimed.append(row.meta["card"].get("executed"))
+        if database.is_sqlite:
+            writer = sqlite3.connect(database.engine.url.database, isolation_level=None)
+            writer.execute("PRAGMA busy_timeout=500")
+            try:
+                writer.execute("BEGIN IMMEDIATE")
+                writer.execute("ROLLBACK")
+                writable.append(True)
+            except sqlite3.OperationalError:  # "database is locked": held across the fetch
+                writable.append(False)
+            finally:
+                writer.close()
+
+    site.on_request = while_serving
+    _approve(chat, chat_id, card)
+
+    assert site.requests == ["/tips", "/tips?page=2"]
+    assert writable == ([True] if database.is_sqlite else []), "a writer waited on the fetch"
+    assert claimed == [True], "the card was claimed and committed before the fetch"
+    result = fake_model.requests[-1]["messages"][-1]["content"][0]
+    assert "is_error" not in result, result
+    assert "Great tips." in json.loads(result["content"])["text"]

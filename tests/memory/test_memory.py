@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from app.memory.models import MemoryChange
-from app.memory.store import MAX_FACTS, read_memory
+from app.memory.store import MAX_FACTS, Operation, apply_operations, read_memory, reconcile
 from tests.factories import AuthActions, ChatDriver
 from tests.fake_model import Turn, api_error, text
 
@@ -243,3 +243,21 @@ def test_agents_see_the_persons_instructions(app, client, auth, ada, fake_model)
     driver.wait(driver.send(driver.new_chat(), "Quiz please"))
     agent_call = next(r for r in fake_model.requests if r["tool_choice"]["type"] == "tool")
     assert "Never promise discounts." in agent_call["messages"][0]["content"]
+
+
+def test_reconcile_commits_nothing_of_its_callers_transaction(app, ada, fake_model):
+    """The caller commits: a reconcile inside a transaction that is then rolled back
+    leaves neither the caller's earlier write nor the new fact behind."""
+    services = app.extensions["services"]
+    fake_model.script(_ops({"op": "add", "fact": "Sells pottery.", "reason": "stated"}))
+    with app.extensions["database"].session() as session:
+        typed = [Operation("add", "Likes blue.", reason="typed")]
+        apply_operations(session, ada, typed, source="settings", actor_id=ada)
+        outcome = reconcile(
+            session, services.model, "fast", ada, "I sell pottery", source="settings"
+        )
+        assert outcome.facts == ["Likes blue.", "Sells pottery."]
+        session.rollback()
+    with app.extensions["database"].session() as session:
+        assert read_memory(session, ada)[1] == []
+    assert _history(app, ada) == []

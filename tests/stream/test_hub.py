@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 
 from app import events as ev
@@ -99,3 +101,31 @@ def test_coalescing_merges_neighbouring_text_of_one_run_only():
         ev.TextDelta(8, "d"),
         ev.AgentToken(7, "Quiz", "xy"),
     ]
+
+
+def test_concurrent_publishers_deliver_in_the_order_the_live_state_applied():
+    """Two runs' threads publishing into one chat at once: every socket receives the text
+    in the order the live state (what a late joiner is shown) put it together."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(2e-5)  # the threads trade places every few publishes
+    hub = LocalHub()
+    first, second = hub.subscribe(1), hub.subscribe(1)
+    start = threading.Barrier(2)
+
+    def publish(letter: str) -> None:
+        start.wait()
+        for n in range(2_400):
+            hub.publish(1, ev.TextDelta(7, f"{letter}{n};"))
+
+    try:
+        threads = [threading.Thread(target=publish, args=(letter,)) for letter in "ab"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    applied = hub.live_state(1).text
+    assert applied.count(";") == 4_800
+    assert "".join(e.text for e in first.drain()) == applied
+    assert "".join(e.text for e in second.drain()) == applied

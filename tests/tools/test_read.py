@@ -36,6 +36,22 @@ def test_every_read_tool_is_declared_without_approval_and_with_a_note(app):
         assert declared.untrusted == (name in {"read_attachment", "fetch_url"})
 
 
+def test_a_tool_is_never_entered_with_a_transaction_open(ws):
+    """A handler may fetch or ask a model: `invoke` refuses to enter one while the
+    caller's transaction is open (a programming error, not a result for the model)."""
+    from sqlalchemy import text
+
+    from app.tools.invoke import invoke
+
+    list_offers = ws.services.tools.get("list_offers")
+    ws.session.execute(text("SELECT 1"))  # a read begins a transaction
+    assert ws.session.in_transaction()
+    with pytest.raises(RuntimeError, match="list_offers was called with a transaction open"):
+        invoke(list_offers, ws.ctx, {})
+    ws.session.commit()
+    assert not invoke(list_offers, ws.ctx, {}).is_error
+
+
 def test_list_offers_lists_only_the_callers_offers(ws):
     result = ws.call("list_offers")
     assert [offer["id"] for offer in result["offers"]] == [ws.ids["offer"], ws.ids["other_offer"]]
