@@ -11,6 +11,7 @@ import json
 
 import pytest
 import simple_websocket
+from sqlalchemy import event
 
 from app.chat.rows import insert_message
 from tests.factories import add_conversation, add_token, add_user
@@ -136,6 +137,28 @@ def test_catch_up_bytes_are_bounded_per_person_across_their_sockets(stingy_serve
     finally:
         first.close()
         second.close()
+
+
+def test_nothing_changed_is_answered_without_reading_rows(app, server, person):
+    """A client holding every row (the cheap answer a repeated catch-up gets): the title,
+    and not one row read from the database."""
+    read_rows = []
+
+    def note(_conn, _cursor, statement, *_args):
+        if "messages.content" in statement:
+            read_rows.append(statement)
+
+    engine = app.extensions["database"].engine
+    event.listen(engine, "before_cursor_execute", note)
+    ws = _connect(server, person)
+    try:
+        for _ in range(2):
+            ws.send(json.dumps({"after": 5}))
+            assert [f["type"] for f in _frames(ws)] == ["conversation"]
+    finally:
+        ws.close()
+        event.remove(engine, "before_cursor_execute", note)
+    assert read_rows == []
 
 
 def test_catch_up_requests_past_the_rate_answer_an_error_frame(server, person):
