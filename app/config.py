@@ -219,6 +219,13 @@ class Settings:
     )
     socket_catch_up_rows: int = setting(200, "SOCKET_CATCH_UP_ROWS", _CATCH_UP)
     socket_catch_ups_per_minute: int = setting(30, "SOCKET_CATCH_UPS_PER_MINUTE", _CATCH_UP)
+    socket_catch_up_bytes_per_minute: int = setting(
+        4_000_000,
+        "SOCKET_CATCH_UP_BYTES_PER_MINUTE",
+        "bytes of catch-up answers one person's sockets in one web process may receive in "
+        "any minute; past it a catch-up answers an `error` frame `RATE_LIMITED` (an answer "
+        "begun within it is sent whole: at most `SOCKET_CATCH_UP_ROWS` rows)",
+    )
     heartbeat_seconds: float = setting(15, "HEARTBEAT_SECONDS", "liveness", _seconds)
     stale_seconds: float = setting(90, "STALE_SECONDS", "liveness", _seconds)
     stream_idle_seconds: float = setting(90, "STREAM_IDLE_SECONDS", "liveness", _seconds)

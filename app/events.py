@@ -117,6 +117,20 @@ class BranchChanged:
     kind: Literal["branch"] = "branch"
 
 
+@dataclass(frozen=True)
+class AccessEnded:
+    """Some of a person's ways in ended, so their sockets opened by it close (1008).
+    Published to the person (every process's sockets of theirs get it), never sent to a
+    client. `generation`: session cookies issued under an earlier generation end (logout,
+    a new password, "log out everywhere"); `token_id`: that bearer token was revoked;
+    `everything`: the person was deleted."""
+
+    generation: int | None = None
+    token_id: int | None = None
+    everything: bool = False
+    kind: Literal["accessEnded"] = "accessEnded"
+
+
 Event = (
     TextDelta
     | HostTurn
@@ -130,6 +144,7 @@ Event = (
     | Keepalive
     | ConversationChanged
     | BranchChanged
+    | AccessEnded
 )
 
 _CAMEL = {"run_id": "runId", "tool_use_id": "toolUseId"}

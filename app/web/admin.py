@@ -40,6 +40,7 @@ from app.web.settings_page import (
     memory_context,
     save_instructions_for,
 )
+from app.web.socket_access import announce_person_gone
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -121,8 +122,10 @@ def delete_user(user_id: int):
         form.email.errors.append("That is not their email: nothing was deleted.")
         return _delete_page(person, form, 400)
     session = db_session()
+    person_id = person.id
     deleted = delete_person(session, person)
     session.commit()
+    announce_person_gone(person_id)
     for run_id in deleted.active_run_ids:  # their runs stop at their next event
         current_app.extensions["services"].cancellations.add(run_id)
     flash(f"Deleted {deleted.email} and {deleted.conversations} chats.")

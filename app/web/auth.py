@@ -16,6 +16,7 @@ from app.web.extensions import limiter
 from app.web.forms import ConfirmForm, LoginForm, SignupForm
 from app.web.identity import client_address, db_session
 from app.web.session import end_this_session, start_session
+from app.web.socket_access import announce_sessions_ended
 
 bp = Blueprint("auth", __name__)
 
@@ -135,7 +136,9 @@ def logout():
     if request.method == "GET":
         return render_template("auth/logout.html", form=ConfirmForm())
     session = db_session()
-    end_sessions(session.get(User, current_user.id))
+    user = session.get(User, current_user.id)
+    end_sessions(user)
     session.commit()
+    announce_sessions_ended(user)
     end_this_session()
     return redirect(url_for("auth.login"))

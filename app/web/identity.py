@@ -78,6 +78,7 @@ def user_from_bearer(raw: str) -> User | None:
     if not token.active:
         return None
     g.token_scopes = token.scope_set
+    g.token_id, g.token_expires_at = token.id, token.expires_at  # a socket ends with them
     now = utcnow()
     # "Last used" is shown to the nearest minute: a script's every request need not write.
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:

@@ -55,6 +55,7 @@ from app.web.forms import (
 from app.web.identity import db_session
 from app.web.memory_writes import apply_committed, reconcile_committed
 from app.web.session import end_this_session, keep_this_session
+from app.web.socket_access import announce_sessions_ended, announce_token_revoked
 
 bp = Blueprint("settings", __name__, url_prefix="/settings")
 
@@ -352,6 +353,7 @@ def change_password():
             user.set_password(form.new_password.data)
             end_sessions(user)  # a copy of any cookie from before stops working...
             session.commit()
+            announce_sessions_ended(user)
             keep_this_session(user)  # ...but this browser stays logged in
             if not is_htmx():
                 return redirect(url_for("settings.page") + "#account")
@@ -374,8 +376,10 @@ def end_sessions_everywhere():
     if not ConfirmForm().validate():
         abort(400)
     session = db_session()
-    end_sessions(session.get(User, current_user.id))
+    user = session.get(User, current_user.id)
+    end_sessions(user)
     session.commit()
+    announce_sessions_ended(user)
     end_this_session()
     flash("You are logged out everywhere.")
     return redirect(url_for("auth.login"))
@@ -457,6 +461,7 @@ def revoke_token(token_id: int):
     if token.revoked_at is None:
         token.revoked_at = utcnow()
         db_session().commit()
+        announce_token_revoked(token)
     return render_template(
         "settings/_tokens.html",
         tokens=_tokens(),

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, request
 from flask_login import current_user
 
-from app.chat.branches import branch_version, current_leaf, shown_rows
-from app.chat.conversations import conversation_dict
 from app.chat.models import Conversation
 from app.db import read_transaction
-from app.events import BranchChanged, RowPersisted, RunError
+from app.events import AccessEnded, BranchChanged
+from app.web.catch_up import AccessGone, CatchUps, shown_branch
 from app.web.extensions import sock
 from app.web.frames import HtmlFrames, JsonFrames
 from app.web.identity import db_session
-from app.web.input_gate import InputRefused, load_json, max_id
+from app.web.socket_access import SocketAccess
 
 bp = Blueprint("sockets", __name__)
 
@@ -75,28 +73,33 @@ def _owned_conversation(conversation_id: int) -> bool:
     return conversation is not None and conversation.user_id == current_user.id
 
 
-# Sockets open per person in this process: {(app's services, user id): count}.
-_open_sockets: dict[tuple[int, int], int] = {}
+# Sockets open per person in this process: {(app's services, user id): their sockets}.
+# A socket counts while it is connected: its slot is free the moment it closes (its
+# reader sees the close), not once its relay next looks up.
+_open_sockets: dict[tuple[int, int], set] = {}
 _open_lock = threading.Lock()
 
 
 @contextmanager
-def _socket_slot(services, user_id: int, limit: int):
+def _socket_slot(ws, services, user_id: int, limit: int):
     """Whether this person may hold one more socket (MAX_SOCKETS_PER_PERSON); the slot is
-    theirs until the block ends."""
+    theirs until the block ends or the socket closes."""
     key = (id(services), user_id)
     with _open_lock:
-        taken = _open_sockets.get(key, 0) < limit
+        held = _open_sockets.setdefault(key, set())
+        taken = sum(1 for other in held if other.connected) < limit
         if taken:
-            _open_sockets[key] = _open_sockets.get(key, 0) + 1
+            held.add(ws)
+        elif not held:
+            del _open_sockets[key]
     try:
         yield taken
     finally:
         if taken:
             with _open_lock:
-                _open_sockets[key] -= 1
-                if not _open_sockets[key]:
-                    del _open_sockets[key]
+                held.discard(ws)
+                if not held:
+                    _open_sockets.pop(key, None)
 
 
 @sock.route("/ws/chats/<int:conversation_id>", bp=bp)
@@ -107,11 +110,16 @@ def chat_socket(ws, conversation_id: int):
         return
     services = current_app.extensions["services"]
     limit = services.settings.max_sockets_per_person
-    with _socket_slot(services, current_user.id, limit) as allowed:
+    access = SocketAccess.of_request(current_user.id)
+    with _socket_slot(ws, services, current_user.id, limit) as allowed:
         if not allowed:
             _refuse(ws, TRY_AGAIN_LATER, f"Too many open sockets: at most {limit} per person.")
             return
-        _serve(ws, services, conversation_id)
+        try:
+            _serve(ws, services, conversation_id, access)
+        except AccessGone:
+            if ws.connected:
+                ws.close(reason=POLICY_VIOLATION, message=access.ended_message)
 
 
 def _refuse(ws, reason: int, message: str) -> None:
@@ -122,127 +130,27 @@ def _refuse(ws, reason: int, message: str) -> None:
     ws.thread.join(timeout=1)
 
 
-def _serve(ws, services, conversation_id: int) -> None:
+def _serve(ws, services, conversation_id: int, access: SocketAccess) -> None:
     subscription = services.hub.subscribe(conversation_id, current_user.id)
-    frames_class = JsonFrames if request.args.get("format") == "json" else HtmlFrames
-    frames = frames_class(conversation_id, subscription.snapshot)
-    catch_ups = CatchUpBudget(services.settings)
     try:
+        # Read again once subscribed: an end committed before this read is seen here, one
+        # after it is published after it, so it reaches the subscription.
+        with services.database.session() as session:
+            if not access.still_lets_in(session):
+                raise AccessGone
+        frames_class = JsonFrames if request.args.get("format") == "json" else HtmlFrames
+        frames = frames_class(conversation_id, subscription.snapshot)
+        catch_ups = CatchUps(ws, conversation_id, frames, access)
         for frame in frames.opening():
             ws.send(frame)
         if isinstance(frames, HtmlFrames):
             # The page says which rows it holds as soon as it connects.
             hello = ws.receive(timeout=HELLO_SECONDS)
             if hello is not None:
-                _answer(ws, conversation_id, frames, hello, catch_ups)
-        _relay(ws, subscription, frames, conversation_id, catch_ups)
+                catch_ups.answer(hello)
+        _relay(ws, subscription, frames, catch_ups)
     finally:
         subscription.close()
-
-
-class CatchUpBudget:
-    """Catch-up requests one socket may make: SOCKET_CATCH_UPS_PER_MINUTE in any minute,
-    each answering at most SOCKET_CATCH_UP_ROWS rows."""
-
-    def __init__(self, settings, clock=time.monotonic):
-        self.per_minute = settings.socket_catch_ups_per_minute
-        self.rows = settings.socket_catch_up_rows
-        self.clock = clock
-        self.recent: deque[float] = deque()
-
-    def spend(self) -> bool:
-        now = self.clock()
-        while self.recent and now - self.recent[0] >= 60:
-            self.recent.popleft()
-        if len(self.recent) >= self.per_minute:
-            return False
-        self.recent.append(now)
-        return True
-
-
-def _answer(ws, conversation_id: int, frames, message, catch_ups: CatchUpBudget) -> None:
-    """One message from the client: a catch-up request, or an error frame saying why it
-    is not one. Valid JSON objects without "after" are ignored (room for more kinds)."""
-    try:
-        hello = _hello(message)
-    except InputRefused as refused:
-        _send_error(ws, frames, "INVALID_INPUT", str(refused))
-        return
-    if hello is None:
-        return
-    if not catch_ups.spend():
-        _send_error(
-            ws,
-            frames,
-            "RATE_LIMITED",
-            f"Too many catch-up requests: at most {catch_ups.per_minute} a minute.",
-        )
-        return
-    _catch_up(ws, conversation_id, frames, hello, catch_ups.rows)
-
-
-def _send_error(ws, frames, code: str, message: str) -> None:
-    for frame in frames.render([RunError(code, message)]):
-        ws.send(frame)
-
-
-def _catch_up(ws, conversation_id: int, frames, hello, page_rows: int) -> None:
-    """Send the rows after the sequence the client holds (`{"after": N}`), at most
-    `page_rows` of them; when more follow, a `more` frame says to ask again. We
-    subscribed before reading them, so a row persisted meanwhile arrives at least once.
-    A client that names the branch it shows (`"branch"`, see docs/CONTRACT.md) and missed
-    a switch gets the whole shown branch instead."""
-    after, version = hello
-    more = None
-    with (
-        current_app.extensions["services"].database.session() as session,
-        read_transaction(session),
-    ):
-        conversation = session.get(Conversation, conversation_id)
-        if conversation is None:
-            return
-        if version is not None and version != branch_version(conversation):
-            events = [_shown_branch(session, conversation)]
-        else:
-            rows = shown_rows(session, conversation, after)
-            if len(rows) > page_rows:
-                rows = rows[:page_rows]
-                more = rows[-1]["sequence"]
-            events = [RowPersisted(row) for row in rows]
-        # Its title as it is now: one given while this socket was not yet (or no longer)
-        # open would otherwise never reach the header, the tab and the list.
-        shown = conversation_dict(conversation)
-    for frame in frames.render(events) if events else []:
-        ws.send(frame)
-    if more is not None:
-        ws.send(frames.more(more))
-    ws.send(frames.title(shown))
-
-
-def _hello(message) -> tuple[int, str | None] | None:
-    """`(after, branch)` from a catch-up request; None for a JSON object that is not one.
-    Raises InputRefused for what is not a JSON object or holds a bad `after`."""
-    if isinstance(message, bytes):
-        raise InputRefused("Send text frames of JSON.")
-    database = current_app.extensions["services"].database
-    data = load_json(message, current_app.config["LOOPDESK"].max_json_depth, where="The message")
-    if not isinstance(data, dict):
-        raise InputRefused('The message must be a JSON object, e.g. {"after": 0}.')
-    if "after" not in data:
-        return None
-    after, version = data["after"], data.get("branch")
-    largest = max_id(database.engine.dialect.name)
-    if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after <= largest:
-        raise InputRefused(f"'after' must be a whole number from 0 to {largest}.")
-    return after, version if isinstance(version, str) else None
-
-
-def _shown_branch(session, conversation) -> BranchChanged:
-    return BranchChanged(
-        leaf=current_leaf(session, conversation),
-        version=branch_version(conversation),
-        messages=shown_rows(session, conversation),
-    )
 
 
 def _with_branch(conversation_id: int, batch: list) -> list:
@@ -255,7 +163,7 @@ def _with_branch(conversation_id: int, batch: list) -> list:
         read_transaction(session),
     ):
         conversation = session.get(Conversation, conversation_id)
-        shown = _shown_branch(session, conversation) if conversation is not None else None
+        shown = shown_branch(session, conversation) if conversation is not None else None
     return [
         (shown if isinstance(event, BranchChanged) else event)
         for event in batch
@@ -263,9 +171,12 @@ def _with_branch(conversation_id: int, batch: list) -> list:
     ]
 
 
-def _relay(ws, subscription, frames, conversation_id: int, catch_ups: CatchUpBudget) -> None:
+def _relay(ws, subscription, frames, catch_ups: CatchUps) -> None:
+    conversation_id, access = catch_ups.conversation_id, catch_ups.access
     last_send = 0.0
     while ws.connected:
+        if access.expired():  # a token's expiry, or the session's lifetime
+            raise AccessGone
         event = subscription.get(timeout=_wait_seconds(frames))
         if event is None:
             if subscription.overflowed:
@@ -275,12 +186,14 @@ def _relay(ws, subscription, frames, conversation_id: int, catch_ups: CatchUpBud
                 return
             for frame in frames.flush():  # a throttled render of the live text fell due
                 ws.send(frame)
-            _read_client_messages(ws, conversation_id, frames, catch_ups)
+            _read_client_messages(ws, catch_ups)
             continue
         wait = frames.min_interval - (time.monotonic() - last_send)
         if wait > 0:
             time.sleep(wait)  # gather what arrives meanwhile into the same frame
-        batch = _with_branch(conversation_id, [event, *subscription.drain()])
+        batch = _with_branch(
+            conversation_id, _without_access_ended(access, [event, *subscription.drain()])
+        )
         for frame in frames.render(batch):
             ws.send(frame)
         last_send = time.monotonic()
@@ -288,6 +201,19 @@ def _relay(ws, subscription, frames, conversation_id: int, catch_ups: CatchUpBud
             # Too far behind: reconnecting catches up from rows and the live state.
             ws.close(reason=TRY_AGAIN_LATER, message="")
             return
+        # Every turn, not only when the stream is quiet: a client joining mid-run asks
+        # for the rows it missed while the run streams.
+        _read_client_messages(ws, catch_ups)
+
+
+def _without_access_ended(access: SocketAccess, batch: list) -> list:
+    """The batch without AccessEnded events (never sent to a client); raises AccessGone
+    when one ends this socket's way in."""
+    if not any(isinstance(event, AccessEnded) for event in batch):
+        return batch
+    if any(isinstance(event, AccessEnded) and access.ended_by(event) for event in batch):
+        raise AccessGone
+    return [event for event in batch if not isinstance(event, AccessEnded)]
 
 
 def _wait_seconds(frames) -> float:
@@ -298,10 +224,10 @@ def _wait_seconds(frames) -> float:
     return min(WAIT_SECONDS, max(0.0, due - time.monotonic()))
 
 
-def _read_client_messages(ws, conversation_id: int, frames, catch_ups: CatchUpBudget) -> None:
+def _read_client_messages(ws, catch_ups: CatchUps) -> None:
     """Clients may send `{"after": N}` at any time to catch up."""
     while ws.connected:
         message = ws.receive(timeout=0)
         if message is None:
             return
-        _answer(ws, conversation_id, frames, message, catch_ups)
+        catch_ups.answer(message)

@@ -1,18 +1,18 @@
 """Socket limits (app/web/sockets.py): at most MAX_SOCKETS_PER_PERSON open sockets per
 person; catch-up answered a page at a time (SOCKET_CATCH_UP_ROWS, then a `more` frame)
-and at most SOCKET_CATCH_UPS_PER_MINUTE times a minute per socket; a malformed message
+and at most SOCKET_CATCH_UPS_PER_MINUTE times a minute per socket, SOCKET_CATCH_UP_BYTES_PER_MINUTE
+bytes a minute per person; a malformed message
 (`{"after": <huge>}`, bad JSON, NUL, nesting) answers an error frame, and the socket
 goes on."""
 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 import simple_websocket
+from sqlalchemy import event
 
-import app.web.sockets as sockets
 from app.chat.rows import insert_message
 from tests.factories import add_conversation, add_token, add_user
 from tests.live import LiveServer
@@ -79,21 +79,16 @@ def test_the_socket_past_the_per_person_cap_is_refused_with_a_reason(server, per
         assert "at most 2 per person" in closed.value.message
         third.sock.close()
         second.close()
-        _wait_for_open_sockets(1)
-        fourth = _connect(server, person)  # a slot freed is a slot to take
+        # The client's reader ends on the server's close reply, sent once the server saw
+        # the close: from then on the slot is free (not a second later, when the socket's
+        # relay next looks up).
+        second.thread.join(timeout=5)
+        fourth = _connect(server, person)  # a slot freed is a slot to take, at once
         fourth.send(json.dumps({"after": 4}))
         assert _frames(fourth)[0]["type"] == "message"
         fourth.close()
     finally:
         first.close()
-
-
-def _wait_for_open_sockets(expected: int) -> None:
-    """The server sees a close within a second (its relay's wait); wait for it."""
-    deadline = time.monotonic() + 10
-    while sum(sockets._open_sockets.values()) != expected:
-        assert time.monotonic() < deadline, sockets._open_sockets
-        time.sleep(0.02)
 
 
 def test_catch_up_comes_a_page_at_a_time_and_the_client_asks_for_more(server, person):
@@ -112,6 +107,58 @@ def test_catch_up_comes_a_page_at_a_time_and_the_client_asks_for_more(server, pe
         assert page[0]["row"]["content"] == "row 5"
     finally:
         ws.close()
+
+
+@pytest.fixture
+def stingy_server(make_app, app):
+    """Another process of the same deployment, whose byte budget one answer spends."""
+    stingy = make_app(
+        create_schema=False, socket_catch_up_rows=2, socket_catch_up_bytes_per_minute=1
+    )
+    live = LiveServer(stingy).start()
+    yield live
+    live.stop()
+
+
+def test_catch_up_bytes_are_bounded_per_person_across_their_sockets(stingy_server, person):
+    first, second = _connect(stingy_server, person), _connect(stingy_server, person)
+    try:
+        first.send(json.dumps({"after": 0}))  # begun within the budget: sent whole
+        assert [f["type"] for f in _frames(first)] == ["message", "message", "more", "conversation"]
+        second.send(json.dumps({"after": 0}))
+        assert _frames(second) == [
+            {
+                "type": "error",
+                "code": "RATE_LIMITED",
+                "message": "Too many catch-up bytes: at most 1 a minute per person.",
+            }
+        ]
+        assert second.connected
+    finally:
+        first.close()
+        second.close()
+
+
+def test_nothing_changed_is_answered_without_reading_rows(app, server, person):
+    """A client holding every row (the cheap answer a repeated catch-up gets): the title,
+    and not one row read from the database."""
+    read_rows = []
+
+    def note(_conn, _cursor, statement, *_args):
+        if "messages.content" in statement:
+            read_rows.append(statement)
+
+    engine = app.extensions["database"].engine
+    event.listen(engine, "before_cursor_execute", note)
+    ws = _connect(server, person)
+    try:
+        for _ in range(2):
+            ws.send(json.dumps({"after": 5}))
+            assert [f["type"] for f in _frames(ws)] == ["conversation"]
+    finally:
+        ws.close()
+        event.remove(engine, "before_cursor_execute", note)
+    assert read_rows == []
 
 
 def test_catch_up_requests_past_the_rate_answer_an_error_frame(server, person):

@@ -130,6 +130,34 @@ def test_a_socket_joining_mid_run_gets_the_text_so_far(app, server, auth, fake_m
     assert "".join(f["text"] for f in frames if f["type"] == "textDelta") == words
 
 
+def test_a_json_socket_joining_mid_run_is_answered_while_the_run_streams(
+    app, server, auth, fake_model
+):
+    """The socket reads the client's messages on every turn, not only when the stream
+    goes quiet: a catch-up asked mid-run is answered before the run ends."""
+    user_id = auth.create()
+    token, chat_id = _token(app, user_id), _chat(app, user_id)
+    words = " ".join(f"word{n}" for n in range(150))
+    fake_model.script(Turn(text(words), token_delay=0.03))  # a delta every 30 ms
+    _start_run(server, token, chat_id)
+    hub = app.extensions["services"].hub
+    deadline = time.monotonic() + 20
+    while len(hub.live_state(chat_id).text) < 60:
+        assert time.monotonic() < deadline, "the text never flowed"
+        time.sleep(0.01)  # join while the text flows: not in the quiet before it
+    ws = _connect(server, chat_id, token=token)
+    try:
+        ws.send(json.dumps({"after": 0}))
+        frames = _frames_until_done(ws, timeout=30)
+    finally:
+        ws.close()
+    types = [f["type"] for f in frames]
+    # The user's row (published before this socket joined) comes only from the catch-up.
+    caught_up = types.index("message")
+    assert frames[caught_up]["row"]["kind"] == "user"
+    assert "textDelta" in types[caught_up:-1]  # answered while the text still streamed
+
+
 # simple_websocket's client leaks its socket when a handshake is refused.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize(
