@@ -21,6 +21,20 @@ accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None
 errorlog = "-"
 
 
+def post_fork(server, worker):
+    """A gevent worker logs every block of its loop over 100 ms, with its stack
+    (loop_watch.py); the monitor must be on before the worker's loop first runs."""
+    if "gevent" in type(worker).__module__:
+        from loop_watch import MAX_BLOCKING_SECONDS, watch_the_loop
+
+        watch_the_loop()
+        worker.log.info(
+            "blocks of the event loop over %d ms are logged with their stack "
+            "(logger loopdesk.blocking)",
+            MAX_BLOCKING_SECONDS * 1000,
+        )
+
+
 def post_worker_init(worker):
     """Every web process sweeps for stale runs (jittered; overlap is harmless), and makes
     its model client once it serves (the SDK is imported at first use, app/llm/client.py)."""

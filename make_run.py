@@ -5,7 +5,9 @@ It serves as production does where gevent works (MAKE_RUN_SERVER=gunicorn, the d
 gunicorn with gunicorn.conf.py and its hooks, one gevent worker forked from this process
 with the app already loaded. gevent must patch before anything else is imported (as in
 gevent_worker.py), so the setting is read here before the app is; app/config.py reads it
-again and refuses a wrong value. MAKE_RUN_SERVER=flask: Flask's threaded server."""
+again and refuses a wrong value. The worker watches its loop (gunicorn.conf.py's
+post_fork, loop_watch.py): a block over 100 ms is logged with its stack.
+MAKE_RUN_SERVER=flask: Flask's threaded server."""
 
 import os
 from pathlib import Path

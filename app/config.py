@@ -302,6 +302,19 @@ class Settings:
         100_000, "MAX_MESSAGE_CHARS", "the longest message a person can send (413 above it)"
     )
     attachment_max_bytes: int = setting(5_000_000, "ATTACHMENT_MAX_BYTES", "the largest attachment")
+    # "Download all my data": the zip is built in a thread, off the serving loop.
+    rate_limit_data_downloads: str = setting(
+        "4 per hour",
+        "RATE_LIMIT_DATA_DOWNLOADS",
+        "per user, shared by `GET /settings/data.zip` and `GET /api/export`; 429 "
+        "`RATE_LIMITED` with `Retry-After`",
+    )
+    data_download_max_bytes: int = setting(
+        500_000_000,
+        "DATA_DOWNLOAD_MAX_BYTES",
+        'the largest "Download all my data" zip (its files and chats, before compression); '
+        "a person's data over it answers 413 `DOWNLOAD_TOO_LARGE`",
+    )
     run_threads: int = setting(
         32, "RUN_THREADS", "the web process's run thread pool (`thread` executor)"
     )

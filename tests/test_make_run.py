@@ -4,6 +4,7 @@ in-process thread executor answers under it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -46,19 +47,21 @@ def _gevent_works() -> bool:
     return True
 
 
-@pytest.fixture
-def make_run(tmp_path, request):
+@contextlib.contextmanager
+def started_make_run(directory: Path, extra_env: dict[str, str]):
+    """`make run` serving on a free port, its data in `directory`; yields its URL. The
+    process's output is in `directory / "make-run.log"`."""
     port = _free_port()
     env = {
         key: value
         for key, value in os.environ.items()
         if key not in {"DATABASE_URL", "REDIS_URL", "RUN_EXECUTOR", "MODEL_PROVIDER"}
+        and key not in {"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"}
     }
-    env.update(INSTANCE_PATH=str(tmp_path / "instance"), HOST="127.0.0.1", PORT=str(port))
-    env.update(getattr(request, "param", {}))
-    env.pop("ANTHROPIC_API_KEY", None)
-    env.pop("ANTHROPIC_BASE_URL", None)
-    log = (tmp_path / "make-run.log").open("wb")
+    env.update(INSTANCE_PATH=str(directory / "instance"), HOST="127.0.0.1", PORT=str(port))
+    env.update(extra_env)
+    log_path = directory / "make-run.log"
+    log = log_path.open("wb")
     process = subprocess.Popen(
         _make_run_command(), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
     )
@@ -66,7 +69,7 @@ def make_run(tmp_path, request):
     deadline = time.monotonic() + STARTUP_SECONDS
     try:
         while True:
-            assert process.poll() is None, (tmp_path / "make-run.log").read_text()
+            assert process.poll() is None, log_path.read_text()
             try:
                 requests.get(f"{url}/login", timeout=5)
                 break
@@ -84,19 +87,12 @@ def make_run(tmp_path, request):
         log.close()
 
 
-def test_make_run_serves_the_login_page_with_gunicorn_and_answers_the_demo(make_run):
+def demo_login(url: str) -> tuple[requests.Session, dict[str, str]]:
+    """A browser session as the demo account `make run` seeds, and its CSRF header."""
     browser = requests.Session()
-
-    page = browser.get(f"{make_run}/login", timeout=10)
-
-    assert page.status_code == 200
-    assert "Log in" in page.text
-    if _gevent_works():
-        assert page.headers.get("Server", "").startswith("gunicorn")
-    # The demo account the same process seeded logs in, and a run on the thread executor
-    # (greenlets under the gevent worker) writes the demo model's reply.
+    page = browser.get(f"{url}/login", timeout=10)
     login = browser.post(
-        f"{make_run}/login",
+        f"{url}/login",
         data={
             "csrf_token": csrf_token_from(page.text),
             "email": "demo@loopdesk.local",
@@ -104,8 +100,26 @@ def test_make_run_serves_the_login_page_with_gunicorn_and_answers_the_demo(make_
         },
         timeout=10,
     )
-    assert login.status_code == 200 and login.url.rstrip("/") != f"{make_run}/login"
-    token = {"X-CSRFToken": csrf_token_from(login.text)}
+    assert login.status_code == 200 and login.url.rstrip("/") != f"{url}/login"
+    return browser, {"X-CSRFToken": csrf_token_from(login.text)}
+
+
+@pytest.fixture
+def make_run(tmp_path, request):
+    with started_make_run(tmp_path, getattr(request, "param", {})) as url:
+        yield url
+
+
+def test_make_run_serves_the_login_page_with_gunicorn_and_answers_the_demo(make_run):
+    page = requests.get(f"{make_run}/login", timeout=10)
+
+    assert page.status_code == 200
+    assert "Log in" in page.text
+    if _gevent_works():
+        assert page.headers.get("Server", "").startswith("gunicorn")
+    # The demo account the same process seeded logs in, and a run on the thread executor
+    # (greenlets under the gevent worker) writes the demo model's reply.
+    browser, token = demo_login(make_run)
     chat = browser.post(f"{make_run}/api/chats", json={}, headers=token, timeout=10).json()["id"]
     started = browser.post(
         f"{make_run}/api/chats/{chat}/loop", json={"message": "Hello"}, headers=token, timeout=10

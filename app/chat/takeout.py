@@ -3,7 +3,9 @@ asset, attachment and workspace record, and their memory.
 
 Built without holding the database: each chat, and each table, is read in its own short
 read transaction (DEFERRED on SQLite: it never takes or waits for the write lock), and
-the zip is written between them, into a temporary file rather than memory.
+the zip is written between them, into a temporary file rather than memory. What it may
+hold is capped (before compression): data over the cap is refused before the zip is
+begun when the person's files alone pass it, else as soon as the zip does.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ import zipfile
 from collections.abc import Iterable
 from typing import IO, Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.chat.export import CardSummary, export_conversation
 from app.chat.models import Conversation
 from app.db import Database, read_transaction
 from app.memory.models import UserMemory
-from app.workspace.attachments import safe_filename
+from app.workspace.attachments import human_size, safe_filename
 from app.workspace.models import (
     Attachment,
     Campaign,
@@ -43,11 +45,64 @@ WORKSPACE = {
 }
 
 
-def build_archive(database: Database, user_id: int, card_summary: CardSummary) -> IO[bytes]:
-    """The person's data as a zip, rewound and ready to send."""
+class ArchiveTooLarge(Exception):
+    def __init__(self, max_bytes: int):
+        super().__init__(
+            f"Your data is too large to download at once: a download holds at most "
+            f"{human_size(max_bytes)}. Delete some attachments or images, or ask the operator to "
+            "raise DATA_DOWNLOAD_MAX_BYTES."
+        )
+
+
+class _CappedZip:
+    """A zip that refuses an entry taking it past `max_bytes` (uncompressed)."""
+
+    def __init__(self, z: zipfile.ZipFile, max_bytes: int):
+        self.z, self.max_bytes, self.left = z, max_bytes, max_bytes
+
+    def writestr(self, name: str, data: str | bytes) -> None:
+        data = data.encode() if isinstance(data, str) else data
+        self.left -= len(data)
+        if self.left < 0:
+            raise ArchiveTooLarge(self.max_bytes)
+        self.z.writestr(name, data)
+
+
+def file_bytes(session: Session, user_id: int) -> int:
+    """What the person's attachments and images hold: most of a zip, known at once."""
+    with read_transaction(session):
+        attachments = session.scalar(
+            select(func.coalesce(func.sum(Attachment.size), 0)).where(Attachment.user_id == user_id)
+        )
+        assets = session.scalar(
+            select(func.coalesce(func.sum(func.length(VisualAsset.data)), 0)).where(
+                VisualAsset.user_id == user_id
+            )
+        )
+    return int(attachments) + int(assets)
+
+
+def build_archive(
+    database: Database, user_id: int, card_summary: CardSummary, max_bytes: int
+) -> IO[bytes]:
+    """The person's data as a zip, rewound and ready to send. Raises ArchiveTooLarge."""
+    with database.session() as session:
+        if file_bytes(session, user_id) > max_bytes:
+            raise ArchiveTooLarge(max_bytes)
     # Handed to the response, which closes it once sent.
     archive = tempfile.SpooledTemporaryFile(max_size=IN_MEMORY_BYTES)  # noqa: SIM115
-    with database.session() as session, zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+    try:
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+            _write_all(database, _CappedZip(z, max_bytes), user_id, card_summary)
+    except BaseException:
+        archive.close()
+        raise
+    archive.seek(0)
+    return archive
+
+
+def _write_all(database: Database, z: _CappedZip, user_id: int, card_summary) -> None:
+    with database.session() as session:
         for chat_id in _ids(
             session, select(Conversation.id).where(Conversation.user_id == user_id)
         ):
@@ -68,11 +123,9 @@ def build_archive(database: Database, user_id: int, card_summary: CardSummary) -
                 "facts": memory.facts if memory else [],
             }
         z.writestr("memory.json", _json(facts))
-    archive.seek(0)
-    return archive
 
 
-def _write_files(session: Session, z: zipfile.ZipFile, user_id: int) -> None:
+def _write_files(session: Session, z: _CappedZip, user_id: int) -> None:
     """Assets and attachments one at a time: their bytes are the largest part."""
     assets = []
     for asset_id in _ids(session, select(VisualAsset.id).where(VisualAsset.user_id == user_id)):

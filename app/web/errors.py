@@ -71,13 +71,15 @@ def _retry_after() -> int:
 
 
 def _limited_what() -> str:
-    from app.web.extensions import MODEL_WORK_SCOPE, limiter
+    from app.web.extensions import DATA_DOWNLOAD_SCOPE, MODEL_WORK_SCOPE, limiter
 
     limit = limiter.current_limit
     if limit is not None and MODEL_WORK_SCOPE in limit.key:
         return "Too many requests that call the model."
     if limit is not None and "login-address" in limit.key:
         return "Too many login attempts from this address."
+    if limit is not None and DATA_DOWNLOAD_SCOPE in limit.key:
+        return "Too many downloads of all your data."
     return "Too many messages."
 
 

@@ -8,12 +8,14 @@ from flask_login import current_user, login_required
 
 from app.chat.export import FORMATS, export_conversation
 from app.chat.models import Conversation
-from app.chat.takeout import build_archive
+from app.chat.takeout import ArchiveTooLarge, build_archive
 from app.db import read_transaction, utcnow
 from app.web.access import owned_or_404
 from app.web.cards import card_view
 from app.web.errors import ApiError
+from app.web.extensions import data_download_rate_limit
 from app.web.identity import db_session
+from app.web.offload import off_the_loop
 from app.web.openapi import Param, documented
 
 bp = Blueprint("export", __name__)
@@ -51,10 +53,19 @@ def export_chat(conversation_id: int):
 @bp.get("/api/export", endpoint="download_all_api")
 @documented("GET", "All your data as a zip", media_type="application/zip")
 @login_required
+@data_download_rate_limit
 def download_all():
-    """Every chat, output, asset, attachment, workspace record and the memory."""
+    """Every chat, output, asset, attachment, workspace record and the memory. The zip is
+    built off the serving loop (seconds of compression for a large account), then sent
+    from its temporary file."""
     database = current_app.extensions["database"]
-    archive = build_archive(database, current_user.id, answered_summary)
+    max_bytes = current_app.config["LOOPDESK"].data_download_max_bytes
+    try:
+        archive = off_the_loop(
+            build_archive, database, current_user.id, answered_summary, max_bytes
+        )
+    except ArchiveTooLarge as too_large:
+        raise ApiError(413, str(too_large), "DOWNLOAD_TOO_LARGE") from None
     size = archive.seek(0, 2)
     archive.seek(0)
     response = Response(_chunks(archive), mimetype="application/zip")

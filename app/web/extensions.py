@@ -50,3 +50,15 @@ def _skipping_welcome() -> bool:
 welcome_rate_limit = limiter.shared_limit(
     _model_work_limit, scope=MODEL_WORK_SCOPE, methods=["POST"], exempt_when=_skipping_welcome
 )
+
+
+def _data_download_limit() -> str:
+    from flask import current_app
+
+    return current_app.config["LOOPDESK"].rate_limit_data_downloads
+
+
+# "Download all my data" builds a zip of everything (seconds of a thread for a large
+# account): one budget per person for the page's link and the API.
+DATA_DOWNLOAD_SCOPE = "data-downloads"
+data_download_rate_limit = limiter.shared_limit(_data_download_limit, scope=DATA_DOWNLOAD_SCOPE)

@@ -54,6 +54,7 @@ from app.web.forms import (
 )
 from app.web.identity import db_session
 from app.web.memory_writes import apply_committed, reconcile_committed
+from app.web.offload import off_the_loop
 from app.web.session import end_this_session, keep_this_session
 from app.web.socket_access import announce_sessions_ended, announce_token_revoked
 
@@ -347,7 +348,7 @@ def change_password():
     session = db_session()
     user = session.get(User, current_user.id)
     if form.validate():
-        if not user.check_password(form.current_password.data):
+        if not off_the_loop(user.check_password, form.current_password.data):
             form.current_password.errors.append("That is not your current password.")
         else:
             user.set_password(form.new_password.data)
