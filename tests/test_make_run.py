@@ -8,7 +8,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 import requests
 
 from tests.factories import csrf_token_from
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_SECONDS = 90
@@ -31,12 +31,6 @@ def _make_run_command() -> list[str]:
     return shlex.split(line.replace("$(PY)", sys.executable))
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _gevent_works() -> bool:
     try:
         import gevent  # noqa: F401
@@ -48,7 +42,7 @@ def _gevent_works() -> bool:
 
 @pytest.fixture
 def make_run(tmp_path, request):
-    port = _free_port()
+    port = free_port()
     env = {
         key: value
         for key, value in os.environ.items()
