@@ -26,9 +26,6 @@ DESKTOP = {"viewport": {"width": 1280, "height": 800}}
 SMALL_PHONE = {**PHONE, "viewport": {"width": 360, "height": 740}}
 SCREENS = {"phone": PHONE, "desktop": DESKTOP, "small-phone": SMALL_PHONE}
 
-# The module's server (module_site) is built once: one xdist worker runs all its tests.
-pytestmark = pytest.mark.xdist_group("screens")
-
 
 @pytest.fixture(scope="module")
 def site(module_site):

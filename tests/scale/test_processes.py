@@ -30,10 +30,6 @@ STALE_SECONDS = 2.0
 # A reclaim happens one sweep (a third of STALE_SECONDS, jittered) after the run goes stale.
 RECLAIM_WITHIN = STALE_SECONDS + 1.5
 
-# One worker runs these one after another (make test's --dist loadgroup): their processes
-# count rate limits under one key prefix, the empty one (_forget_unprefixed_rate_limits).
-pytestmark = pytest.mark.xdist_group("scale")
-
 needs_services = pytest.mark.skipif(
     not (SERVICE_DATABASE_URL.startswith("postgresql") and SERVICE_REDIS_URL),
     reason="runs against the PostgreSQL and Redis of CI's second pass (DATABASE_URL, REDIS_URL)",
@@ -44,7 +40,8 @@ def _forget_unprefixed_rate_limits():
     """The processes started here are not the suite's apps: they count rate limits under no
     key prefix, as a deployment does, so one scale test's counters (a token's messages)
     would carry over to the next, and from one run to the next. The suite's own apps count
-    under their process's prefix (tests/conftest.py), which starts with "test-"."""
+    under their process's prefix (tests/conftest.py), which starts with "test-"; one xdist
+    worker runs this module's tests one after another (--dist loadfile)."""
     import redis
 
     client = redis.Redis.from_url(SERVICE_REDIS_URL)
