@@ -38,8 +38,17 @@ run: setup
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# The suite on TEST_WORKERS processes (pytest-xdist); PYTEST_ARGS come last and win, e.g.
+# PYTEST_ARGS="-n 0 tests/web" for one process. --dist loadfile: a module's tests run on one
+# worker, one after another, so a module-scoped server (tests/browser/test_screens.py) is
+# built once and the scale tests' processes never run two deployments at once.
+# (loadgroup's xdist_group marks are ignored under pytest 9.2: xdist 3.8 renames
+# item._nodeid, which pytest 9.2 no longer reads.)
+TEST_WORKERS ?= 2
+PYTEST_XDIST = -n $(TEST_WORKERS) --dist loadfile
+
 test: setup browser
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The property-based tests at length: every route and form (tests/web/test_fuzz_routes.py,
 # FUZZ_EXAMPLES generated requests; the suite makes 150) and the JSON API against its

@@ -4,6 +4,7 @@ schema when DATABASE_URL names PostgreSQL), a client, and helpers to log in."""
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 
 import pytest
@@ -17,6 +18,10 @@ pytest_plugins = ["tests.fake_model"]
 
 SERVICE_DATABASE_URL = os.environ.get("DATABASE_URL", "")
 SERVICE_REDIS_URL = os.environ.get("REDIS_URL", "")
+# The rate limiter's key prefix for every app this process builds: one per process (an
+# xdist worker, or the only one), so that workers sharing a Redis count apart.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+RATE_LIMIT_PREFIX = f"test-{WORKER}-{uuid.uuid4().hex[:12]}"
 
 
 def pytest_configure(config):
@@ -43,16 +48,12 @@ def pytest_sessionstart(session):
 
 @pytest.fixture(autouse=True)
 def _fresh_rate_limits():
-    """Rate-limit counters kept in Redis would leak from one test into the next (the
-    limiter takes its key prefix from the first app only): start each test clean."""
+    """Rate-limit counters kept in Redis would leak from one test into the next: the
+    limiter is one object per process and keeps the key prefix of its first app, so every
+    app of this process counts under RATE_LIMIT_PREFIX. Start each test with none of them,
+    and leave the counters of other processes (another xdist worker's test) alone."""
     if SERVICE_REDIS_URL:
-        import redis
-
-        client = redis.Redis.from_url(SERVICE_REDIS_URL)
-        keys = client.keys("LIMITS:*")
-        if keys:
-            client.delete(*keys)
-        client.close()
+        delete_keys(f"LIMITS:LIMITER/{RATE_LIMIT_PREFIX}/*")
     yield
 
 
@@ -63,13 +64,18 @@ def redis_namespace():
     value = f"test-{uuid.uuid4().hex[:12]}"
     yield value
     if SERVICE_REDIS_URL:
-        import redis
+        delete_keys(f"{value}*")
 
-        client = redis.Redis.from_url(SERVICE_REDIS_URL)
-        keys = list(client.scan_iter(match=f"{value}*"))
-        if keys:
-            client.delete(*keys)
-        client.close()
+
+def delete_keys(pattern: str) -> None:
+    """Delete the keys matching `pattern` on the suite's Redis (SCAN, never KEYS)."""
+    import redis
+
+    client = redis.Redis.from_url(SERVICE_REDIS_URL)
+    keys = list(client.scan_iter(match=pattern, count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
 
 
 @pytest.fixture
@@ -90,8 +96,36 @@ def database_url(tmp_path):
         admin.dispose()
 
 
+@pytest.fixture(scope="session")
+def sqlite_schema(tmp_path_factory):
+    """A SQLite file holding the models' empty schema, made once per process by the app's
+    own engine (its PRAGMAs, the search index's triggers): a test's database starts as a
+    copy of it instead of running the same DDL again (a third of building a test's app)."""
+    from app.db import make_engine
+
+    path = tmp_path_factory.mktemp("schema") / "schema.db"
+    engine = make_engine(f"sqlite:///{path}")
+    Base.metadata.create_all(engine)
+    engine.dispose()
+    # Closing the last connection checkpoints the write-ahead log into the file.
+    assert not path.with_name("schema.db-wal").exists()
+    return path
+
+
+def _copy_schema(schema, database_url) -> bool:
+    """Start a new SQLite file as a copy of the empty schema; False for any other database."""
+    url = make_url(str(database_url))
+    path = url.database
+    if url.get_backend_name() != "sqlite" or path in (None, "", ":memory:"):
+        return False
+    if os.path.exists(path):
+        return False
+    shutil.copyfile(schema, path)
+    return True
+
+
 @pytest.fixture
-def make_app(tmp_path, database_url):
+def make_app(tmp_path, database_url, sqlite_schema):
     """Build an app on this test's database; call again for a second, fresh process state."""
     apps = []
     # The test's own namespace on a shared Redis (hub channels and live state): ids repeat
@@ -104,7 +138,7 @@ def make_app(tmp_path, database_url):
             "database_url": database_url,
             "secret_key": "test-secret",
             "TESTING": True,
-            "RATELIMIT_KEY_PREFIX": f"test-{uuid.uuid4().hex}",
+            "RATELIMIT_KEY_PREFIX": RATE_LIMIT_PREFIX,
             # No test reaches a real model: the default endpoint is a closed local port;
             # tests that talk to a model pass the fake model server's URL.
             "model_provider": "anthropic",
@@ -116,8 +150,10 @@ def make_app(tmp_path, database_url):
             "chat_titles": False,
         }
         config.update(overrides)
+        first = create_schema and not apps
+        copied = first and _copy_schema(sqlite_schema, config["database_url"])
         app = create_app(config)
-        if create_schema and not apps:
+        if first and not copied:
             Base.metadata.create_all(app.extensions["database"].engine)
         apps.append(app)
         return app

@@ -9,7 +9,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 import requests
 
 from tests.factories import csrf_token_from
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_SECONDS = 90
@@ -30,12 +30,6 @@ def _make_run_command() -> list[str]:
     assert recipe, "no run target in the Makefile"
     line = recipe.group(1).strip().splitlines()[-1].strip()
     return shlex.split(line.replace("$(PY)", sys.executable))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _gevent_works() -> bool:
@@ -51,7 +45,7 @@ def _gevent_works() -> bool:
 def started_make_run(directory: Path, extra_env: dict[str, str]):
     """`make run` serving on a free port, its data in `directory`; yields its URL. The
     process's output is in `directory / "make-run.log"`."""
-    port = _free_port()
+    port = free_port()
     env = {
         key: value
         for key, value in os.environ.items()

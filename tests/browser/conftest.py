@@ -48,7 +48,7 @@ def module_site(tmp_path_factory):
 
     from app import create_app
     from app.models import Base
-    from tests.conftest import SERVICE_DATABASE_URL
+    from tests.conftest import RATE_LIMIT_PREFIX, SERVICE_DATABASE_URL
     from tests.fake_model import FakeModelServer
 
     tmp = tmp_path_factory.mktemp("site")
@@ -71,7 +71,7 @@ def module_site(tmp_path_factory):
             "database_url": database_url,
             "secret_key": "test-secret",
             "TESTING": True,
-            "RATELIMIT_KEY_PREFIX": f"test-{uuid.uuid4().hex}",
+            "RATELIMIT_KEY_PREFIX": RATE_LIMIT_PREFIX,
             "model_provider": "anthropic",
             "anthropic_base_url": model.base_url,
             "anthropic_api_key": "test-key",

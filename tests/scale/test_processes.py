@@ -36,8 +36,29 @@ needs_services = pytest.mark.skipif(
 )
 
 
+def _forget_unprefixed_rate_limits():
+    """The processes started here are not the suite's apps: they count rate limits under no
+    key prefix, as a deployment does, so one scale test's counters (a token's messages)
+    would carry over to the next, and from one run to the next. The suite's own apps count
+    under their process's prefix (tests/conftest.py), which starts with "test-"; one xdist
+    worker runs this module's tests one after another (--dist loadfile)."""
+    import redis
+
+    client = redis.Redis.from_url(SERVICE_REDIS_URL)
+    keys = [
+        key
+        for key in client.scan_iter(match="LIMITS:LIMITER/*", count=1000)
+        if not key.startswith(b"LIMITS:LIMITER/test-")
+    ]
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
 class Deployment:
     def __init__(self, tmp_path, database_url, model_url, **settings):
+        if settings.get("REDIS_URL"):
+            _forget_unprefixed_rate_limits()
         self.tmp_path = tmp_path
         self.database_url = database_url
         engine = create_engine(database_url)
