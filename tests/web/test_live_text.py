@@ -187,6 +187,7 @@ def test_code_block_frames_carry_only_safe_language_names():
 # --- stable blocks ------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_a_stable_prefix_renders_the_same_apart_as_together(document):
     """Whatever follows, the blocks before a stable boundary render as they will in the
