@@ -26,6 +26,9 @@ def test_the_runs_steps_stay_as_a_summary_with_links(
         Turn(
             tool_use("submit_ad_copy", agent_output("ad-copy", {"name": "Calm Mornings"})),
             token_delay=0.01,
+            # The sub-agent stays at work long enough for a loaded machine's page to see it.
+            stall_after=1,
+            stall_seconds=2.0,
         ),
         Turn(text("Here are your ads."), token_delay=0.02),
     )
@@ -35,7 +38,8 @@ def test_the_runs_steps_stay_as_a_summary_with_links(
     page.fill("#composer-input", "Ads for my coaching")
     page.keyboard.press("Enter")
 
-    page.wait_for_selector("#timeline-steps :text('Writing Ad copy')")
+    # The first run in a fresh worker pays the SDK's import, so the wait is generous.
+    page.wait_for_selector("#timeline-steps :text('Writing Ad copy')", timeout=30_000)
     summary = page.wait_for_selector("#m-2 details.run-steps summary")
     wait_until(page, "document.getElementById('timeline-steps') === null")
     assert page.evaluate("() => window.notReloaded === true")
