@@ -249,8 +249,39 @@ def _model_error(error: anthropic.APIStatusError) -> ModelError:
     )
 
 
-def _import_sdk() -> None:
-    import anthropic  # noqa: F401
+class _InOsThread:
+    """`work()` run in an OS thread of its own (under gevent, one of its hub's pool: a
+    greenlet would hold the worker's loop for the whole of it); `wait()` yields to the
+    loop while it runs and answers whether it succeeded."""
+
+    def __init__(self, work: Callable[[], object]):
+        try:
+            from gevent import get_hub, monkey
+        except ImportError:
+            monkey = None
+        if monkey is not None and monkey.is_module_patched("threading"):
+            self._result = get_hub().threadpool.spawn(work)
+            self._thread = None
+        else:
+            self._failed = False
+            self._thread = threading.Thread(
+                target=self._run, args=(work,), name="model-connect", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self, work: Callable[[], object]) -> None:
+        try:
+            work()
+        except Exception:
+            self._failed = True
+            raise
+
+    def wait(self) -> bool:
+        if self._thread is None:
+            self._result.wait()
+            return self._result.successful()
+        self._thread.join()
+        return not self._failed
 
 
 class ModelClient:
@@ -269,33 +300,44 @@ class ModelClient:
         self._anthropic = anthropic_client
         self._connect = connect
         self._connecting = threading.Lock()
+        self._connecting_soon: _InOsThread | None = None
         self._encoder = RequestEncoder()
 
     def connect_soon(self) -> None:
-        """Import the SDK now, in an OS thread of its own, so that a server's first model
-        call does not wait for it while its pages are served meanwhile (under gevent a
-        thread from gevent's pool: a greenlet would hold the worker's loop for the whole
-        import). The client itself is made at the first call."""
-        try:
-            from gevent import get_hub, monkey
-        except ImportError:
-            monkey = None
-        if monkey is not None and monkey.is_module_patched("threading"):
-            get_hub().threadpool.spawn(_import_sdk)
-        else:
-            threading.Thread(target=_import_sdk, name="sdk-import", daemon=True).start()
+        """Make the client now, off the serving loop, so that a server's first model call
+        neither waits for it nor stalls everyone: the SDK's import, httpx's transport and
+        the TLS context's certificates are seconds of CPU, and a run that made them itself
+        would hold a gevent worker's loop (measured: 0.1-0.5 s blocks at the first reply).
+        A call that comes before it is ready waits for it, yielding."""
+        if self._anthropic is None and self._connecting_soon is None:
+            self._connecting_soon = _InOsThread(self._connect_once)
+
+    def _connect_once(self) -> anthropic.Anthropic:
+        with self._connecting:
+            if self._anthropic is None:
+                assert self._connect is not None, "a ModelClient needs a client or connect"
+                self._anthropic = self._connect()
+        return self._anthropic
+
+    def _wait_until_connected(self) -> anthropic.Anthropic:
+        """The client, made if need be. Called before a call's own `import anthropic`:
+        importing the SDK while the background connection is importing it would hold the
+        loop on the interpreter's import lock; waiting for it yields."""
+        if self._anthropic is None:
+            if self._connecting_soon is not None:
+                self._connecting_soon.wait()
+            if self._anthropic is None:
+                self._connect_once()
+        return self._anthropic
 
     @property
     def anthropic(self) -> anthropic.Anthropic:
-        if self._anthropic is None:
-            with self._connecting:
-                if self._anthropic is None:
-                    self._anthropic = self._connect()
-        return self._anthropic
+        return self._wait_until_connected()
 
     def stream_turn(
         self, request: dict[str, Any], callbacks: StreamCallbacks | None = None
     ) -> AssistantTurn:
+        self._wait_until_connected()
         import anthropic
 
         callbacks = callbacks or StreamCallbacks()
@@ -399,6 +441,7 @@ class ModelClient:
 
     def count_tokens(self, request: dict[str, Any]) -> int | None:
         """The API's own count for a request, or None when it cannot be had."""
+        self._wait_until_connected()
         import anthropic
 
         fields = {
@@ -417,6 +460,7 @@ class ModelClient:
 
     def complete(self, request: dict[str, Any]) -> AssistantTurn:
         """A non-streaming call (summaries, memory reconcile)."""
+        self._wait_until_connected()
         import anthropic
 
         try:
