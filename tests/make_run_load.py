@@ -5,7 +5,9 @@ the worker's loop; bench/stall.py measures how long another person waits meanwhi
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import threading
 import time
 from pathlib import Path
@@ -16,15 +18,15 @@ from sqlalchemy import create_engine, select
 
 from app.accounts.models import User
 from app.workspace.models import Attachment
-from tests.fake_model import FakeModelServer, Turn, text
+from tests.fake_model import FakeModelServer, Turn, text, tool_use
 from tests.web.test_attachments import make_pdf
 
 DEMO_EMAIL = "demo@loopdesk.local"
-LAST_SECTION = "Section 79"
+LAST_SECTION = "Section 49"
 
 
 def long_markdown_reply() -> str:
-    """About 20 KB of the Markdown a long answer has: headings, lists, emphasis, code,
+    """About 12 KB (within a reply's max_tokens) of the Markdown a long answer has: headings, lists, emphasis, code,
     links and tables, every piece of which the live renderer redoes as the text grows."""
     return "\n\n".join(
         f"## Section {n}\n\n"
@@ -32,26 +34,8 @@ def long_markdown_reply() -> str:
         f"- *Another point* with ~~struck~~ text\n\n"
         f"| week | reach | clicks |\n|---|---|---|\n| {n} | {n * 120} | {n * 7} |\n\n"
         "```python\nprint('hello')\n```"
-        for n in range(80)
+        for n in range(50)
     )
-
-
-def long_reply_model() -> FakeModelServer:
-    """A fake model (a context manager that serves while open) that answers every call
-    with the long reply, streamed token by token as the API does."""
-    model = FakeModelServer()
-    reply = long_markdown_reply()
-    model.responder = lambda body: Turn(text(reply), token_delay=0.001)
-    return model
-
-
-def model_settings(model: FakeModelServer) -> dict[str, str]:
-    """make run's environment for the real SDK path to `model`."""
-    return {
-        "MODEL_PROVIDER": "anthropic",
-        "ANTHROPIC_API_KEY": "sk-ant-test-make-run",
-        "ANTHROPIC_BASE_URL": model.base_url,
-    }
 
 
 def attach_files_directly(instance: Path, count: int, size: int) -> None:
@@ -85,7 +69,7 @@ def new_chat(url: str, browser: requests.Session, token: dict[str, str]) -> int:
 
 
 def upload_a_pdf(url, browser, token, chat, pages: int) -> None:
-    pdf = make_pdf(*(f"Page {n}: quarterly figures" for n in range(pages)))
+    pdf = long_report_pdf(pages)
     uploaded = browser.post(
         f"{url}/api/chats/{chat}/attachments",
         files={"file": ("report.pdf", pdf, "application/pdf")},
@@ -95,8 +79,10 @@ def upload_a_pdf(url, browser, token, chat, pages: int) -> None:
     assert uploaded.status_code == 201, uploaded.text
 
 
-def stream_a_reply_to_an_html_socket(url, browser, token, chat, timeout: float = 120) -> str:
-    """Send a message with a page's socket open, read every frame the page would swap in
+def stream_a_reply_to_an_html_socket(
+    url, browser, token, chat, message: str = "Write my plan", timeout: float = 120
+) -> str:
+    """Send a message with a page's socket open (and its hello sent), read every frame the page would swap in
     until the run ends, and return the frames' text."""
     cookie = "; ".join(f"{name}={value}" for name, value in browser.cookies.items())
     socket = simple_websocket.Client.connect(
@@ -104,19 +90,29 @@ def stream_a_reply_to_an_html_socket(url, browser, token, chat, timeout: float =
     )
     frames: list[str] = []
     try:
+        # As the page does: it says which rows it holds as soon as it connects.
+        rows = browser.get(f"{url}/api/chats/{chat}/messages", timeout=10).json()["messages"]
+        socket.send(json.dumps({"after": max((row["sequence"] for row in rows), default=0)}))
         started = browser.post(
-            f"{url}/api/chats/{chat}/loop", json={"message": "Write my plan"}, headers=token
+            f"{url}/api/chats/{chat}/loop", json={"message": message}, headers=token
         )
         assert started.status_code == 202, started.text
         run = f"{url}/api/runs/{started.json()['runId']}"
         deadline = time.monotonic() + timeout
         while browser.get(run, timeout=10).json()["status"] in {"queued", "running"}:
             assert time.monotonic() < deadline, "the run did not end"
-            while (frame := socket.receive(timeout=0.2)) is not None:
-                frames.append(frame if isinstance(frame, str) else frame.decode())
+            frames += _frames_until_quiet(socket, 0.2)
+        frames += _frames_until_quiet(socket, 1.0)  # the rows written as the run ended
     finally:
         socket.close()
     return "".join(frames)
+
+
+def _frames_until_quiet(socket, quiet: float) -> list[str]:
+    frames = []
+    while (frame := socket.receive(timeout=quiet)) is not None:
+        frames.append(frame if isinstance(frame, str) else frame.decode())
+    return frames
 
 
 def search(url, browser, words: str) -> None:
@@ -142,3 +138,55 @@ def download(url, browser) -> int:
     one = Download(url, browser)
     one.join(timeout=120)
     return one.size
+
+
+READS_PER_ANSWER = 10
+READER_WINDOW = 40_000
+READER_ANSWER = "Here is what every page of the report says."
+READ_THE_REPORT = "Read the report and summarize it"
+
+
+def long_report_pdf(pages: int = 150) -> bytes:
+    """A report whose extracted text is larger than read_attachment's 50,000 characters."""
+    line = "Quarterly figures: reach, clicks and sales by channel and week. "
+    return make_pdf(*(f"Page {n}. " + line * 30 for n in range(pages)))
+
+
+class LoadModel(FakeModelServer):
+    """A model with a small window, knowing only what each request says. Asked to read the
+    report, it reads the attached file READS_PER_ANSWER times (the file's id comes from
+    the request's attachment note), then answers: one turn whose tool results are three
+    windows large. Asked anything else, it streams the long Markdown reply token by token.
+    Forced calls (titles) get an instance of their schema, summaries a short line."""
+
+    def __init__(self) -> None:
+        # Strict: forced tool calls (titles) are answered from their schema, beside the
+        # runs, without this responder's state.
+        super().__init__(context_window=READER_WINDOW, strict=True)
+        self.reads = 0
+        self.responder = self._respond
+        self._reply = long_markdown_reply()
+
+    def settings(self) -> dict[str, str]:
+        """make run's environment for the real SDK path to this model."""
+        return {
+            "MODEL_PROVIDER": "anthropic",
+            "ANTHROPIC_API_KEY": "sk-ant-test-make-run",
+            "ANTHROPIC_BASE_URL": self.base_url,
+            "CONTEXT_WINDOW_TOKENS": str(READER_WINDOW),
+        }
+
+    def _respond(self, body: dict) -> Turn:
+        tools = {tool.get("name") for tool in body.get("tools") or []}
+        if "read_attachment" not in tools:
+            return Turn(text("Report reading"))  # a summary
+        last = body["messages"][-1]["content"]
+        if isinstance(last, str) or not any(b.get("type") == "tool_result" for b in last):
+            if READ_THE_REPORT not in json.dumps(last):
+                return Turn(text(self._reply), token_delay=0.001)
+            self.reads = 0
+        found = re.search(r"attachment id (\d+)", json.dumps(body["messages"]))
+        if found is None or self.reads >= READS_PER_ANSWER:
+            return Turn(text(READER_ANSWER))
+        self.reads += 1
+        return Turn(tool_use("read_attachment", {"attachment_id": int(found.group(1))}))

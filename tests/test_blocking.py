@@ -1,7 +1,8 @@
 """Nothing one person does stalls everyone: `make run` serves everyone from one gevent
 worker with gevent's blocking monitor on (loop_watch.py), and the heaviest paths (a long
 reply from the model, through the real SDK, streamed as live Markdown to the HTML socket;
-a 150-page PDF read; search; two downloads at once of 35 MB of data) never hold its loop
+a 150-page PDF read and a turn that reads it until its tool results are three
+windows large; search; two downloads at once of 35 MB of data) never hold its loop
 over 100 ms once warm (tests/make_run_load.py drives them; bench/stall.py times another
 person's requests meanwhile)."""
 
@@ -14,11 +15,13 @@ import pytest
 
 from tests.make_run_load import (
     LAST_SECTION,
+    READ_THE_REPORT,
+    READER_ANSWER,
+    READS_PER_ANSWER,
     Download,
+    LoadModel,
     attach_files_directly,
     download,
-    long_reply_model,
-    model_settings,
     new_chat,
     search,
     stream_a_reply_to_an_html_socket,
@@ -55,7 +58,7 @@ def test_a_block_of_the_loop_is_logged_with_its_stack_and_counted():
 @pytest.mark.timeout(300)
 def test_the_heaviest_paths_never_hold_make_runs_loop(tmp_path):
     log_path = tmp_path / "make-run.log"
-    with long_reply_model() as model, started_make_run(tmp_path, model_settings(model)) as url:
+    with LoadModel() as model, started_make_run(tmp_path, model.settings()) as url:
         browser, token = demo_login(url)
         # Once lightly, for what a process does once (template compiles, first queries).
         chat = new_chat(url, browser, token)
@@ -67,8 +70,10 @@ def test_the_heaviest_paths_never_hold_make_runs_loop(tmp_path):
         warmed_up = log_path.stat().st_size
 
         chat = new_chat(url, browser, token)
-        upload_a_pdf(url, browser, token, chat, pages=150)
         second_reply = stream_a_reply_to_an_html_socket(url, browser, token, chat)
+        upload_a_pdf(url, browser, token, chat, pages=150)
+        # One turn whose tool results are three windows large (app/chat/fitting.py).
+        reading = stream_a_reply_to_an_html_socket(url, browser, token, chat, READ_THE_REPORT)
         search(url, browser, "reach clicks")
         downloads = [Download(url, browser) for _ in range(2)]
         for each in downloads:
@@ -77,6 +82,8 @@ def test_the_heaviest_paths_never_hold_make_runs_loop(tmp_path):
     # The page saw the whole reply rendered, live, both times.
     assert LAST_SECTION in first_reply and LAST_SECTION in second_reply
     assert "<table>" in second_reply
+    assert READER_ANSWER in reading and model.rejections == []
+    assert model.reads == READS_PER_ANSWER
     log = log_path.read_text()
     assert WATCHING in log
     # The model client is made off the loop (connect_soon), even for the first reply.
