@@ -8,7 +8,7 @@ Each benchmark is a module in this package, registered by name in `BENCHMARKS`, 
 - `format_table(result: dict) -> str`, the table printed to stdout.
 
 After the benchmarks, the report (`bench.report`): `docs/benchmarks.md` with every table,
-the budgets of issues 10 and 22 checked line by line, the machine, and PNG plots. A full run writes
+the budgets of issues 10, 22 and 29 checked line by line, the machine, and PNG plots. A full run writes
 it to `docs/`; a partial one (`--only`, `--quick`) only when `--docs-dir` says where. The
 exit status is non-zero when a benchmark raised (a correctness check failed); a budget
 line that misses, or a server that could not keep up, is reported, not an error.
@@ -25,7 +25,7 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHMARKS: tuple[str, ...] = ("startup", "inserts", "turn_start", "search", "serving")
+BENCHMARKS: tuple[str, ...] = ("startup", "inserts", "turn_start", "search", "serving", "stall")
 DATABASES: tuple[str, ...] = ("sqlite", "postgresql")
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     print(report.budget_table(results), flush=True)
     print("== budget (issue 22) ==")
     print(report.budget_22_table(results), flush=True)
+    print("== budget (issue 29) ==")
+    print(report.budget_29_table(results), flush=True)
     full_run = not args.only and not args.quick
     docs = args.docs_dir or (DOCS_DIR if full_run else None)
     if docs is not None:

@@ -665,6 +665,17 @@ def budget_22_table(results: dict) -> str:
     return table(["budget (issue 22)", "status", "measured"], rows, text_columns=3)
 
 
+def budget_29_table(results: dict) -> str:
+    from bench.stall import budget_line
+
+    line = budget_line(results.get("stall", {}))
+    return table(
+        ["budget (issue 29)", "status", "measured"],
+        [[line["budget"], line["status"], line["detail"]]],
+        text_columns=3,
+    )
+
+
 def startup_table(startup: dict) -> str:
     rows = [
         [
@@ -905,6 +916,10 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
         "",
         budget_22_table(results),
         "",
+        "## Budget (issue 29)",
+        "",
+        budget_29_table(results),
+        "",
     ]
     if ANALYSIS.exists():
         # Written by hand: why a line misses (measured) and what was tried.
@@ -945,6 +960,20 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
             "time to first token (the same request read straight from it).",
             "",
             first_frame_table(serving),
+            "",
+        ]
+    stall = results.get("stall")
+    if stall:
+        from bench.stall import format_table as stall_table
+
+        out += [
+            "## Stall",
+            "",
+            "`make run` (one gevent worker) while the heaviest paths run, each alone and then "
+            "all at once: how long another person waits for `GET /login`, asked every 50 ms "
+            "(bench/stall.py says what each phase drives).",
+            "",
+            stall_table(stall),
             "",
         ]
     startup = results.get("startup")
