@@ -54,6 +54,7 @@ def _fresh_rate_limits():
     and leave the counters of other processes (another xdist worker's test) alone."""
     if SERVICE_REDIS_URL:
         delete_keys(f"LIMITS:LIMITER/{RATE_LIMIT_PREFIX}/*")
+        delete_keys(f"LIMITS:{RATE_LIMIT_PREFIX}/*")  # app/web/login_throttle.py's counters
     yield
 
 
