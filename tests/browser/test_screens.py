@@ -38,6 +38,16 @@ def site(module_site):
     with app.extensions["database"].session() as session:
         user = create_user(session, "ada@example.com", "correct horse battery")
         user.is_admin = True
+        # Starters, one written from a fetched website: its badge shows on the empty chat,
+        # and on the row of the message sent from it (chat_with_card sends its words).
+        user.starters = [
+            {
+                "title": "A quiz",
+                "prompt": "Make a quiz for my coaching offer",
+                "untrusted_sources": [{"tool": "onboarding_fetch", "url": "https://calm.example/"}],
+            },
+            {"title": "Three ads", "prompt": "Write three ads for my offer"},
+        ]
         session.flush()
         offer = Offer(user_id=user.id, name="Calm Mornings Coaching", description="Coaching")
         session.add(offer)
@@ -71,6 +81,7 @@ def chat_with_card(site, browser):
     page.keyboard.press("Enter")
     page.wait_for_selector(".card-q[data-status=awaiting]")
     page.wait_for_selector("#composer:not(.busy)")
+    page.wait_for_selector("#m-1-untrusted")  # the starter's words, with their source
     context.close()
     return chat_id
 
@@ -199,6 +210,8 @@ def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
         if path.startswith("/chats/") and path != "/chats/new":
             page.wait_for_selector("body[data-socket=open]", state="attached")
             page.wait_for_selector(".card-q[data-enhanced=true]", state="attached")
+        if path == "/chats/new":
+            assert page.is_visible("#starter-1-untrusted")
         found = _audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
         if found:
             problems[path] = found
