@@ -93,9 +93,29 @@ def _init_extensions(app: Flask) -> None:
         compare_type=True,
     )
     csrf.init_app(app)
+    _init_cors(app)
     limiter.init_app(app)
     sock.init_app(app)
     _init_login(app)
+
+
+def _init_cors(app: Flask) -> None:
+    """CORS_ORIGINS' pages may call the JSON API with a bearer token: its answers, and
+    preflights for the Authorization header, name the origin. Never with credentials, so
+    a session cookie is no use across origins (CSRF stays the same-origin pages' defence)."""
+    origins = app.config["LOOPDESK"].cors_origins
+    if not origins:
+        return
+    from flask_cors import CORS
+
+    CORS(
+        app,
+        resources={r"/api/*": {"origins": list(origins)}},
+        supports_credentials=False,
+        allow_headers=["Authorization", "Content-Type"],
+        expose_headers=["Retry-After", "Location"],
+        max_age=600,
+    )
 
 
 def _init_views(app: Flask) -> None:

@@ -8,6 +8,7 @@ those fields."""
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
@@ -77,6 +78,21 @@ def _weights(raw: str) -> dict[str, int]:
 
 def _hosts(raw: str) -> tuple[str, ...]:
     return tuple(h.strip() for h in raw.split(",") if h.strip())
+
+
+_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
+
+
+def _origins(raw: str) -> tuple[str, ...]:
+    """`https://app.example.com,http://localhost:3000`: exact origins (no wildcard: a
+    token in any page's hands is the person's whole account)."""
+    origins = _hosts(raw)
+    for origin in origins:
+        if not _ORIGIN.match(origin):
+            raise ValueError(
+                f"CORS_ORIGINS: {origin!r} is not an origin like https://app.example.com"
+            )
+    return tuple(origin.lower() for origin in origins)
 
 
 @dataclass(frozen=True)
@@ -236,6 +252,13 @@ class Settings:
         "hosts that `fetch_url` may reach although they resolve to private or loopback "
         "addresses (tests only)",
         _hosts,
+    )
+    cors_origins: tuple[str, ...] = setting(
+        (),
+        "CORS_ORIGINS",
+        "browser origins (comma-separated, like `https://app.example.com`) whose pages may "
+        "call `/api/*` with an API token; cookies never count across origins (empty: none)",
+        _origins,
     )
     instance_path: Path = setting(
         DEFAULT_INSTANCE,
