@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from wtforms import BooleanField, SelectField
 from wtforms.validators import DataRequired, Length
 
+from app.config import PROJECT_ROOT
 from app.web.shapes import ErrorOut
 
 bp = Blueprint("openapi", __name__)
@@ -237,3 +238,23 @@ def docs_page():
     """The OpenAPI document rendered for people."""
     spec, _ = openapi_document(current_app)
     return render_template("api_docs.html", spec=spec)
+
+
+@bp.get("/api/docs/websocket")
+def websocket_docs_page():
+    """The chat socket described for people: docs/CONTRACT.md's own section."""
+    from app.web.markdown import render_markdown
+
+    return render_template("api_websocket.html", section=render_markdown(websocket_section()))
+
+
+def websocket_section() -> str:
+    """docs/CONTRACT.md's "## Websocket", without its heading: one text for the contract
+    and for the page, so the two cannot disagree."""
+    contract = (PROJECT_ROOT / "docs" / "CONTRACT.md").read_text()
+    start = contract.index(WEBSOCKET_HEADING) + len(WEBSOCKET_HEADING)
+    end = contract.find("\n## ", start)
+    return contract[start : end if end != -1 else None].strip()
+
+
+WEBSOCKET_HEADING = "\n## Websocket\n"

@@ -16,7 +16,7 @@ from app.events import AccessEnded, BranchChanged
 from app.web.catch_up import AccessGone, CatchUps, shown_branch
 from app.web.extensions import sock
 from app.web.frames import HtmlFrames, JsonFrames
-from app.web.identity import db_session
+from app.web.identity import bearer_token, db_session
 from app.web.socket_access import SocketAccess
 
 bp = Blueprint("sockets", __name__)
@@ -64,9 +64,20 @@ def same_origin(origin: str, expected: str) -> bool:
     return theirs is not None and theirs == origin_triple(expected)
 
 
-def _owned_conversation(conversation_id: int) -> bool:
+# Why a socket was refused at once (its close reason, code 1008; docs/CONTRACT.md).
+NO_CREDENTIALS = "Log in, or send an API token (Authorization: Bearer <token>)."
+BAD_TOKEN = "This API token is not valid: it was revoked, it expired, or it is mistyped."
+NO_SUCH_CHAT = "No such chat."  # not yours, or absent: never which
+
+
+def _refusal(conversation_id: int) -> str:
+    """The reason this socket may not open, or "" when it may."""
     if not current_user.is_authenticated:
-        return False
+        return BAD_TOKEN if bearer_token() is not None else NO_CREDENTIALS
+    return "" if _owned_conversation(conversation_id) else NO_SUCH_CHAT
+
+
+def _owned_conversation(conversation_id: int) -> bool:
     with read_transaction(db_session()) as session:
         conversation = session.get(Conversation, conversation_id)
     db_session().close()  # a socket lives long: it holds no session
@@ -105,8 +116,9 @@ def _socket_slot(ws, services, user_id: int, limit: int):
 @sock.route("/ws/chats/<int:conversation_id>", bp=bp)
 def chat_socket(ws, conversation_id: int):
     """The chat's websocket: rows, live text and run frames, as HTML or JSON (docs/CONTRACT.md)."""
-    if not _owned_conversation(conversation_id):
-        _refuse(ws, POLICY_VIOLATION, "")
+    refused = _refusal(conversation_id)
+    if refused:
+        _refuse(ws, POLICY_VIOLATION, refused)
         return
     services = current_app.extensions["services"]
     limit = services.settings.max_sockets_per_person

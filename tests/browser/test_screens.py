@@ -101,6 +101,7 @@ def _pages(chat_id: int, user_id: int) -> list[str]:
         "/settings",
         "/search?q=quiz",
         "/api/docs",
+        "/api/docs/websocket",
         "/workspace/offers",
         "/workspace/offers/new",
         "/workspace/personas",

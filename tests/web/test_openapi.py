@@ -5,6 +5,7 @@ that differs from its declared shape."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import schemathesis
@@ -40,6 +41,28 @@ def test_the_document_is_served_and_rendered_for_people(client):
     assert page.status_code == 200
     html = page.get_data(as_text=True)
     assert "/api/offers/{offer_id}" in html and "Create an offer" in html
+    assert 'href="/api/docs/websocket"' in html
+
+
+def test_the_websocket_is_described_for_people_from_the_contract(client):
+    """/api/docs/websocket is docs/CONTRACT.md's own section: every frame type of the
+    contract's table, the timeline's detail and the refusals' reasons, as HTML."""
+    from app.web.openapi import websocket_section
+    from app.web.sockets import BAD_TOKEN, NO_CREDENTIALS, NO_SUCH_CHAT
+
+    page = client.get("/api/docs/websocket")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    frame_types = re.findall(r"^\| `(\w+)` \|", websocket_section(), re.M)
+    assert {"textDelta", "timeline", "message", "done", "more"} <= set(frame_types)
+    assert all(f"<code>{kind}</code>" in html for kind in frame_types)
+    assert "detail?" in html and "<table>" in html
+    for reason in (
+        BAD_TOKEN,
+        NO_SUCH_CHAT,
+        NO_CREDENTIALS.replace("<", "&lt;").replace(">", "&gt;"),
+    ):
+        assert reason in html
 
 
 @pytest.fixture

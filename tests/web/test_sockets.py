@@ -12,6 +12,7 @@ import simple_websocket
 from app.accounts.models import ApiToken
 from app.chat.conversations import create_conversation
 from app.chat.models import Conversation
+from app.web.sockets import BAD_TOKEN, NO_CREDENTIALS, NO_SUCH_CHAT
 from tests.fake_model import Turn, text
 from tests.live import LiveServer, wait_subscribed
 
@@ -178,13 +179,13 @@ def test_a_socket_from_the_same_origin_is_accepted(app, server, auth):
     ws.close()
 
 
-def _closed_with_policy(ws):
-    """Refused: nothing is sent, the socket is closed with the policy code (1005 means the
-    client saw the TCP close before reading the close frame: still nothing sent)."""
+def _closed_with_policy(ws, why: str):
+    """Refused: nothing is sent, the socket is closed with the policy code and a reason
+    the client can show (docs/CONTRACT.md lists them)."""
     try:
         with pytest.raises(simple_websocket.ConnectionClosed) as closed:
             ws.receive(timeout=5)
-        assert closed.value.reason in (1008, 1005)
+        assert (closed.value.reason, closed.value.message) == (1008, why)
     finally:
         ws.sock.close()
 
@@ -192,7 +193,7 @@ def _closed_with_policy(ws):
 def test_a_socket_without_a_session_is_closed_and_sent_nothing(app, server, auth):
     chat_id = _chat(app, auth.create())
     ws = _connect(server, chat_id)
-    _closed_with_policy(ws)
+    _closed_with_policy(ws, NO_CREDENTIALS)
 
 
 def test_a_socket_for_someone_elses_chat_is_closed_and_sent_nothing(app, server, auth):
@@ -200,13 +201,15 @@ def test_a_socket_for_someone_elses_chat_is_closed_and_sent_nothing(app, server,
     chat_id = _chat(app, owner)
     intruder_token = _token(app, auth.create("eve@example.com"))
     ws = _connect(server, chat_id, token=intruder_token)
-    _closed_with_policy(ws)
+    _closed_with_policy(ws, NO_SUCH_CHAT)
+    absent = _connect(server, chat_id + 100, token=intruder_token)
+    _closed_with_policy(absent, NO_SUCH_CHAT)  # the same words: never which
 
 
 def test_a_socket_with_a_revoked_or_bad_token_is_closed(app, server, auth):
     chat_id = _chat(app, auth.create())
     ws = _connect(server, chat_id, token="ld_not-a-real-token")
-    _closed_with_policy(ws)
+    _closed_with_policy(ws, BAD_TOKEN)
 
 
 def test_a_session_cookie_works_on_the_socket(app, server, auth, client):
