@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -68,10 +70,12 @@ def test_database_benchmarks_quick_on_sqlite_write_the_report(tmp_path):
     assert (tmp_path / "docs" / "bench-turn-start.png").read_bytes().startswith(PNG_MAGIC)
 
 
+@pytest.mark.timeout(300)
 def test_serving_benchmarks_quick_relay_every_token_and_write_the_report(tmp_path):
     """Minimal relay and embedded server: every token of every level arrives on the JSON
-    and the htmx socket, and straight from the model; first frame and idle sockets too."""
-    completed = run_bench(tmp_path, "--only", "serving", timeout=90)
+    and the htmx socket, and straight from the model; first frame and idle sockets too.
+    (About 40 s on a quiet machine; CI's loaded second pass took over 90.)"""
+    completed = run_bench(tmp_path, "--only", "serving", timeout=240)
     assert "p99 ratio" in completed.stdout
 
     result = json.loads((tmp_path / "serving.json").read_text())
