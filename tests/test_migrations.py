@@ -268,3 +268,37 @@ def test_old_tokens_keep_what_they_could_do_and_old_sessions_start_at_generation
             ).scalar()
             assert "AUTOINCREMENT" in sql
     assert scopes == {"ada@example.com": "read chat", "root@example.com": "read chat admin"}
+
+
+def test_rows_indexed_before_are_indexed_again_by_what_a_person_reads(make_app):
+    """30b8e1c4d7a2: a card indexed with its options' data is found only by its words."""
+    from flask_migrate import downgrade
+    from sqlalchemy import text
+
+    from app.accounts.service import create_user
+    from app.chat.conversations import create_conversation
+    from app.chat.rows import insert_message
+    from app.chat.search import search
+
+    app = make_app(create_schema=False)
+    database = app.extensions["database"]
+    with app.app_context():
+        upgrade()
+        with database.session() as session:
+            user_id = create_user(session, "ada@example.com", "correct horse battery").id
+            chat_id = create_conversation(session, user_id).id
+            row = insert_message(
+                session, chat_id, role="assistant", kind="host", content="Pick a sundae"
+            )
+            # What the index held before: the row's text and its card's data.
+            key = "rowid" if session.get_bind().dialect.name == "sqlite" else "message_id"
+            session.execute(
+                text(f"UPDATE message_search SET body = :body WHERE {key} = :id"),
+                {"body": "Pick a sundae\n/workspace/assets/9\nUse this offer", "id": row.id},
+            )
+            session.commit()
+        downgrade(revision="18a3c6e9d2f1")
+        upgrade()
+    with database.session() as session:
+        assert search(session, user_id, "assets").hits == []
+        assert [h.sequence for h in search(session, user_id, "sundae").hits] == [1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 
 from app.chat.models import Conversation, Message
 from app.chat.search_index import POSTGRES_CONFIG, TABLE
-from app.kinds import RowKind
+from app.chat.shapes import card_summary
+from app.kinds import OutputKind, RowKind
 
 MAX_TERMS = 8
 MAX_INDEXED_CHARS = 20_000
@@ -28,8 +29,12 @@ MAX_OFFSET = 10_000
 # Private-use characters mark the matched words in a snippet: never typed, never markup.
 MARK_START, MARK_END = "\ue000", "\ue001"
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
-# Card and output keys that are ids and states, not words a person would look for.
-_NOT_TEXT_KEYS = {"toolUseId", "tool", "status", "type", "id", "outputId", "agent", "offerId"}
+# Output fields that are ids, states and addresses, not words a person reads.
+_ID_KEYS = {"toolUseId", "tool", "status", "type", "id", "outputId", "agent", "offerId"}
+_ADDRESS_KEYS = {"assetId", "asset_id", "url", "thumbnail", "src", "path", "href"}
+_NOT_TEXT_KEYS = _ID_KEYS | _ADDRESS_KEYS
+# A value that is an address or a path (an asset's, a page's), not words.
+_ADDRESS = re.compile(r"\s*(?:/[\w./-]*|[a-z][a-z0-9+.-]*://\S*)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -44,9 +49,37 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class ChatHits:
+    """One chat's hits on a page: whether its title matched, and its rows, best first."""
+
+    conversation_id: int
+    title: str
+    title_hit: Hit | None
+    rows: list[Hit]
+
+
+@dataclass(frozen=True)
 class SearchPage:
-    hits: list[Hit]
+    hits: list[Hit]  # grouped: each chat's hits together, chats in the order of their best
     next_offset: int | None
+    chats: list[ChatHits] = field(default_factory=list)
+
+
+def grouped(hits: list[Hit]) -> list[ChatHits]:
+    """Hits gathered by chat, each chat where its best hit was, its rows in rank order."""
+    order: dict[int, tuple[Hit | None, list[Hit]]] = {}
+    titles: dict[int, str] = {}
+    for hit in hits:
+        title_hit, rows = order.setdefault(hit.conversation_id, (None, []))
+        titles.setdefault(hit.conversation_id, hit.title)
+        if hit.sequence is None:
+            order[hit.conversation_id] = (hit, rows)
+        elif all(row.sequence != hit.sequence for row in rows):
+            rows.append(hit)
+    return [
+        ChatHits(chat_id, titles[chat_id], title_hit, rows)
+        for chat_id, (title_hit, rows) in order.items()
+    ]
 
 
 def search_terms(query: str) -> list[str]:
@@ -63,7 +96,11 @@ def search(session: Session, user_id: int, query: str, limit: int = 20, offset: 
     rows = _row_hits(session, user_id, terms, limit + 1, offset)
     more = len(rows) > limit
     hits = (_title_hits(session, user_id, terms) if offset == 0 else []) + rows[:limit]
-    return SearchPage(hits, offset + limit if more else None)
+    chats = grouped(hits)
+    flat = [
+        hit for chat in chats for hit in ([chat.title_hit] if chat.title_hit else []) + chat.rows
+    ]
+    return SearchPage(flat, offset + limit if more else None, chats)
 
 
 def index_row(session: Session, row: Message, *, new: bool = False) -> None:
@@ -93,19 +130,50 @@ _POSTGRES_INDEX = text(
 
 
 def searchable_text(kind: str, content: str, meta: dict[str, Any]) -> str:
-    """What a person would search a row by: its text, a card's questions and answer, an
-    agent output's fields."""
+    """What a person reads on a row, as they read it: its text; a card's title, reason,
+    questions and the labels of the answer chosen (never its options' values, pictures
+    or submit button); an agent output's title and the words of its fields; an image's
+    title (never its address). A line already there is not repeated."""
     parts = [content or ""]
-    if kind == RowKind.CARD and "card" in meta:
-        parts.extend(_strings(meta["card"]))
-    if kind == RowKind.AGENT_OUTPUT and "agentOutput" in meta:
-        parts.extend(_strings(meta["agentOutput"]))
-    return "\n".join(part for part in parts if part.strip())[:MAX_INDEXED_CHARS]
+    card, output = meta.get("card"), meta.get("agentOutput")
+    if kind == RowKind.CARD and isinstance(card, dict):
+        parts.extend(_card_text(card))
+    if kind == RowKind.AGENT_OUTPUT and isinstance(output, dict):
+        parts.extend(_output_text(output))
+    seen: set[str] = set()
+    kept = []
+    for part in parts:
+        key = " ".join(part.split()).lower()
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(part)
+    return "\n".join(kept)[:MAX_INDEXED_CHARS]
+
+
+def _card_text(card: dict) -> Iterator[str]:
+    yield str(card.get("title") or "")
+    yield str(card.get("reason") or "")
+    try:
+        summary = card_summary(card)
+    except (KeyError, TypeError, AttributeError):  # a malformed card: its title is enough
+        return
+    for step in summary:
+        yield str(step.get("title") or "")
+        yield from (str(label) for label in step.get("answers") or [])
+
+
+def _output_text(output: dict) -> Iterator[str]:
+    yield str(output.get("title") or "")
+    if output.get("kind") == OutputKind.IMAGE:
+        return  # an image row shows its title and the picture, nothing else
+    yield str(output.get("agentName") or "")
+    yield from _strings(output.get("content"))
 
 
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
-        yield value
+        if not _ADDRESS.match(value):
+            yield value
     elif isinstance(value, dict):
         for key, item in value.items():
             if key not in _NOT_TEXT_KEYS:

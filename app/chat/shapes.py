@@ -4,6 +4,7 @@ stored as JSON and sent on the wire as they are (the keys stay camelCase for tha
 
 from __future__ import annotations
 
+import json
 from typing import Any, NotRequired, TypedDict
 
 from app.kinds import CardKind, CardStatus
@@ -45,3 +46,55 @@ class StepsSummary(TypedDict):
 
 def is_confirmation(card: Any) -> bool:
     return isinstance(card, dict) and card.get("kind") == CardKind.CONFIRMATION
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Strict equality, as the tools check answers: True is not 1, "6" is not 6."""
+    return type(a) is type(b) and a == b
+
+
+def option_json(value: Any) -> str:
+    """How an option's value is written into the form (and read back)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _label_for(step: dict, value: Any) -> str:
+    for opt in step.get("options") or []:
+        if same_value(opt.get("value"), value):
+            return str(opt.get("label", ""))
+    return value if isinstance(value, str) else option_json(value)
+
+
+def _answer_labels(step: dict, value: Any) -> list[str]:
+    if value is None or value == "" or value == []:
+        return []
+    if isinstance(value, list):
+        return [_label_for(step, item) for item in value]
+    if step.get("input") == "text":
+        return [str(value)]
+    return [_label_for(step, value)]
+
+
+def card_summary(card: dict) -> list[dict]:
+    """How a card reads once answered: each step's question and the labels chosen."""
+    steps = card.get("steps") or []
+    answer = card.get("answer") or {}
+    if not isinstance(answer, dict) or not steps:
+        return []
+    result_key = card.get("resultKey")
+    if result_key is None:
+        answers = answer.get("answers") if isinstance(answer.get("answers"), dict) else {}
+        return [
+            {
+                "title": step.get("title", ""),
+                "answers": _answer_labels(step, answers.get(step["id"])),
+            }
+            for step in steps
+        ]
+    only = steps[0]
+    free_key = card.get("freeTextKey")
+    if free_key and free_key in answer:
+        labels = [str(answer[free_key])]
+    else:
+        labels = _answer_labels(only, answer.get(result_key))
+    return [{"title": only.get("title", ""), "answers": labels}]

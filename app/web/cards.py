@@ -43,7 +43,7 @@ from werkzeug.datastructures import MultiDict
 from app.chat.conversations import row_dict
 from app.chat.models import Message
 from app.chat.runs import awaiting_card
-from app.chat.shapes import is_confirmation
+from app.chat.shapes import card_summary, is_confirmation, option_json, same_value
 from app.kinds import CardKind, CardStatus, RowKind
 from app.tools.questionnaire import check_step
 from app.web.access import is_htmx, owned_conversation_for_turn
@@ -65,23 +65,13 @@ NOT_AWAITING = (
 # --- matching posted fields to the card ------------------------------------------------
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Strict equality, as the tools check answers: True is not 1, "6" is not 6."""
-    return type(a) is type(b) and a == b
-
-
-def option_json(value: Any) -> str:
-    """How an option's value is written into the form (and read back)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def _option_index(step: dict, raw: str) -> int | None:
     try:
         value = json.loads(raw)
     except ValueError:
         return None
     for index, opt in enumerate(step.get("options") or []):
-        if _same(opt.get("value"), value):
+        if same_value(opt.get("value"), value):
             return index
     return None
 
@@ -188,47 +178,6 @@ def _safe_thumbnail(url: Any) -> str | None:
     return url
 
 
-def _label_for(step: dict, value: Any) -> str:
-    for opt in step.get("options") or []:
-        if _same(opt.get("value"), value):
-            return str(opt.get("label", ""))
-    return value if isinstance(value, str) else option_json(value)
-
-
-def _answer_labels(step: dict, value: Any) -> list[str]:
-    if value is None or value == "" or value == []:
-        return []
-    if isinstance(value, list):
-        return [_label_for(step, item) for item in value]
-    if step.get("input") == "text":
-        return [str(value)]
-    return [_label_for(step, value)]
-
-
-def _summary(card: dict) -> list[dict]:
-    steps = card.get("steps") or []
-    answer = card.get("answer") or {}
-    if not isinstance(answer, dict) or not steps:
-        return []
-    result_key = card.get("resultKey")
-    if result_key is None:
-        answers = answer.get("answers") if isinstance(answer.get("answers"), dict) else {}
-        return [
-            {
-                "title": step.get("title", ""),
-                "answers": _answer_labels(step, answers.get(step["id"])),
-            }
-            for step in steps
-        ]
-    only = steps[0]
-    free_key = card.get("freeTextKey")
-    if free_key and free_key in answer:
-        labels = [str(answer[free_key])]
-    else:
-        labels = _answer_labels(only, answer.get(result_key))
-    return [{"title": only.get("title", ""), "answers": labels}]
-
-
 def _form_state(tool_use_id: Any) -> dict:
     state = g.get("card_state")
     if state and state.get("toolUseId") == tool_use_id:
@@ -257,7 +206,7 @@ def card_view(card: dict) -> dict:
         "steps": steps,
         "multi_step": len(steps) > 1,
         "error": state.get("error") or errors.get(""),
-        "summary": _summary(card),
+        "summary": card_summary(card),
         "dismissed": card.get("status") == CardStatus.DISMISSED,
         "approved": answer.get("approved") if is_confirmation(card) else None,
         "reason": card.get("reason") or "",
@@ -308,9 +257,9 @@ def _option_view(opt: dict, index: int, mine: dict | None, default) -> dict:
     if mine is not None:
         checked = index in mine.get("chosen", [])
     elif isinstance(default, list):
-        checked = any(_same(opt.get("value"), item) for item in default)
+        checked = any(same_value(opt.get("value"), item) for item in default)
     else:
-        checked = default is not None and _same(opt.get("value"), default)
+        checked = default is not None and same_value(opt.get("value"), default)
     return {
         "label": str(opt.get("label", "")),
         "json": option_json(opt.get("value")),

@@ -8,7 +8,7 @@ from flask import Blueprint, jsonify, render_template, request, url_for
 from flask_login import current_user, login_required
 from markupsafe import Markup, escape
 
-from app.chat.search import MAX_OFFSET, Hit, search
+from app.chat.search import MAX_OFFSET, ChatHits, Hit, search
 from app.db import read_transaction
 from app.web.access import is_htmx
 from app.web.errors import ApiError
@@ -40,6 +40,7 @@ def api_search():
     return jsonify(
         {
             "hits": [_hit_dict(hit) for hit in found.hits],
+            "chats": [_chat_dict(chat) for chat in found.chats],
             "next_cursor": str(found.next_offset) if found.next_offset is not None else None,
         }
     )
@@ -93,6 +94,15 @@ def _hit_dict(hit: Hit) -> dict:
         "highlights": [list(mark) for mark in hit.highlights],
         "at": hit.at.isoformat() + "Z",
         "url": hit_url(hit),
+    }
+
+
+def _chat_dict(chat: ChatHits) -> dict:
+    return {
+        "chat": {"id": chat.conversation_id, "title": chat.title},
+        "url": url_for("chat.show", conversation_id=chat.conversation_id),
+        "title_matched": chat.title_hit is not None,
+        "sequences": [hit.sequence for hit in chat.rows],
     }
 
 

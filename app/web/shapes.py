@@ -276,6 +276,16 @@ class SearchHit(BaseModel):
     url: str
 
 
+class SearchChatHits(BaseModel):
+    """One chat of a page of hits: its rows' sequences, best first, as `hits` lists them."""
+
+    chat: SearchChat
+    url: str
+    title_matched: bool
+    sequences: list[int]
+
+
 class SearchOut(BaseModel):
-    hits: list[SearchHit]
+    hits: list[SearchHit]  # each chat's hits together, in the order of `chats`
+    chats: list[SearchChatHits]
     next_cursor: str | None

@@ -91,7 +91,9 @@ def test_a_row_shown_later_becomes_findable_and_a_deleted_chat_is_gone(app, auth
     assert _found(db, ada, "palette") == []
     row = db.query(Message).filter_by(conversation_id=chat).one()
     row.kind = "card"
-    row.meta = {"card": {"title": "Pick a palette", "questions": [{"label": "Teal or coral"}]}}
+    row.meta = {
+        "card": {"title": "Pick a palette", "steps": [{"id": "p", "title": "Teal or coral"}]}
+    }
     index_row(db, row)
     db.commit()
     assert _found(db, ada, "coral") == [(chat, 1)]
@@ -138,3 +140,56 @@ def test_operators_and_punctuation_are_words_not_syntax(app, auth, db):
     assert search_terms('"NEAR( OR* 100%') == ["near", "or", "100"]
     assert _found(db, ada, 'quotes" OR') == [(chat, 1)]
     assert _found(db, ada, "*") == []
+
+
+def test_a_card_is_found_by_its_question_and_chosen_answer_never_by_its_data(app, auth, db):
+    ada = auth.create()
+    question = "Which offer should the ad copy be for?"
+    card = {
+        "kind": "questionnaire",
+        "title": question,
+        "submitLabel": "Use this offer",
+        "resultKey": "offer",
+        "status": "answered",
+        "answer": {"offer": 12},
+        "steps": [
+            {
+                "id": "offer",
+                "title": question,
+                "input": "single",
+                "options": [
+                    {"label": "Gelato Club", "value": 12, "thumbnail": "/workspace/assets/9"},
+                    {"label": "Sorbet Box", "value": 13, "badge": "draft"},
+                ],
+            }
+        ],
+    }
+    image = {"kind": "image", "assetId": 9, "title": "Spring poster", "url": "/workspace/assets/9"}
+    chat = _chat(
+        db,
+        ada,
+        rows=[("card", question, {"card": card}), ("agent_output", "", {"agentOutput": image})],
+    )
+    assert _found(db, ada, "gelato club") == [(chat, 1)]  # the answer chosen, by its label
+    assert _found(db, ada, "poster") == [(chat, 2)]
+    for internal in ("sorbet", "workspace assets", "draft", "12", "use this"):
+        assert _found(db, ada, internal) == [], internal
+    (hit,) = search(db, ada, "offer").hits
+    assert hit.snippet.lower().count("which offer") == 1  # lead-in, title, question: once
+
+
+def test_a_page_gathers_each_chats_hits_together(app, auth, db):
+    ada = auth.create()
+    first = _chat(db, ada, rows=[("user", "mango " * 6), ("user", "mango and " + "words " * 30)])
+    second = _chat(db, ada, rows=[("user", "mango " * 5), ("user", "mango or " + "words " * 30)])
+    page = search(db, ada, "mango")
+    assert [(h.conversation_id, h.sequence) for h in page.hits] == [
+        (first, 1),
+        (first, 2),
+        (second, 1),
+        (second, 2),
+    ]
+    assert [(c.conversation_id, [h.sequence for h in c.rows]) for c in page.chats] == [
+        (first, [1, 2]),
+        (second, [1, 2]),
+    ]

@@ -254,10 +254,31 @@ def test_step1_with_text_blocks_and_no_list_offers_tool(sdk):
 def test_step2_offers_listed_asks_which_offer(sdk):
     blocks, stop = _reply(sdk, AFTER_LIST)
     assert stop == "tool_use"
-    assert "Which offer" in _text(blocks)
     (call,) = _tool_uses(blocks)
     assert call["name"] == "select_offer"
     assert call["input"] == {"prompt": "Which offer should we write ad copy for?"}
+    assert "which offer" not in _text(blocks).lower()  # the card asks it, once
+
+
+def test_step2_with_one_offer_writes_for_it_without_asking(sdk):
+    one = {"offers": OFFERS_RESULT["offers"][:1]}
+    blocks, stop = _reply(sdk, [USER, *_tool_turn("list_offers", {}, one)])
+    assert stop == "tool_use"
+    (call,) = _tool_uses(blocks)
+    assert call["name"] == "ad_copy" and call["input"]["offer_id"] == 7
+    assert "Calm Mornings Coaching" in _text(blocks)
+
+
+def test_the_demo_model_introduces_itself_once_per_chat(sdk):
+    told = [{**turn} for turn in AFTER_AD_COPY]
+    told[1] = {
+        **told[1],
+        "content": [{"type": "text", "text": "I'm the demo model."}] + told[1]["content"][1:],
+    }
+    text = _text(_reply(sdk, told)[0])
+    assert "Your ad copy is saved" in text and "demo model" not in text
+    again = _text(_reply(sdk, [*told, {"role": "assistant", "content": "Done."}, USER])[0])
+    assert "demo model" not in again
 
 
 def test_step2_offers_as_text_blocks(sdk):

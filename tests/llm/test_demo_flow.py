@@ -47,4 +47,5 @@ def test_demo_model_lists_asks_writes_and_presents(make_app, auth):
     assert "agent_output" in kinds
     output = next(r for r in rows if r["kind"] == "agent_output")["agentOutput"]
     assert output["agent"] == "ad-copy" and output["content"]["variants"]
-    assert "demo model" in rows[-1]["content"].lower()
+    said = [r for r in rows if "demo model" in (r.get("content") or "").lower()]
+    assert said == [rows[1]]  # said once in the chat, not again at the end

@@ -253,3 +253,25 @@ def test_markdown_export_headings_are_only_its_own(app, client, user, auth):
     assert "<script" not in page and "<img" not in page and "<b>" not in page
     assert "javascript:" not in " ".join(re.findall(r'(?:href|src)="([^"]*)"', page))
     assert "[docs](https://example.com/docs) and **kept**." in text  # Markdown kept
+
+
+def test_search_names_each_chat_once_with_its_rows_under_it(app, client, user, auth):
+    chat_id = add_conversation(app, user, "Gelato launch")
+    _write_rows(
+        app,
+        chat_id,
+        [("user", "gelato flavours for spring", {}), ("host", "Three gelato ideas.", {})],
+    )
+    found = client.get("/api/search?q=gelato").get_json()
+    assert [h["sequence"] for h in found["hits"]][0] is None  # the title, then its rows
+    assert found["chats"] == [
+        {
+            "chat": {"id": chat_id, "title": "Gelato launch"},
+            "url": f"/chats/{chat_id}",
+            "title_matched": True,
+            "sequences": [h["sequence"] for h in found["hits"][1:]],
+        }
+    ]
+    html = client.get("/search?q=gelato", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert html.count("launch</span>") == 1  # the chat's name once, above its two rows
+    assert html.count('class="search-hit"') == 3

@@ -3,9 +3,13 @@ statelessly from the request (system prompt, tools offered and the messages so f
 walks the person through one real flow:
 
 1. a new user message: a short text, then `list_offers`;
-2. the offers: `select_offer` (or, with none, a pointer to /workspace/offers);
+2. the offers: `select_offer` (with exactly one, `ad_copy` for it straight away; with
+   none, a pointer to /workspace/offers);
 3. the chosen offer: `ad_copy` for that offer;
 4. the saved ad copy: a short presentation of the result.
+
+It says it is the built-in demo model once a chat: not again once an assistant turn of
+the history has said so.
 
 A dismissed card or a failed tool gets a short apology. An agent's own call (a forced
 `submit_<agent>` tool) gets a schema-valid answer for that agent as the tool's input
@@ -48,9 +52,15 @@ def respond(body: dict[str, Any]) -> Reply:
     if not messages or messages[-1].get("role") != "user":
         return say(_fallback())
     results = tool_results(messages)
+    said = _said_demo(messages)
     if not results:
-        return _start(tools)
-    return _after_tools(results, tools)
+        return _start(tools, said)
+    return _after_tools(results, tools, said)
+
+
+def _said_demo(messages: list[dict[str, Any]]) -> bool:
+    """Whether this chat was already told it is talking to the built-in demo model."""
+    return any("demo model" in message_text(m) for m in messages if m.get("role") == "assistant")
 
 
 def _fallback() -> str:
@@ -60,8 +70,12 @@ def _fallback() -> str:
     )
 
 
-def _start(tools: set[str]) -> Reply:
-    intro = "I'm the demo model (no AI model is configured), so I follow a fixed script."
+def _start(tools: set[str], said: bool) -> Reply:
+    intro = (
+        "Back to the script."
+        if said
+        else "I'm the built-in demo model (no AI model is configured), so I follow a fixed script."
+    )
     if "list_offers" not in tools:
         return say(
             f"{intro} The tools that script needs are not available right now, so all I can "
@@ -73,7 +87,7 @@ def _start(tools: set[str]) -> Reply:
     )
 
 
-def _after_tools(results: list[SeenResult], tools: set[str]) -> Reply:
+def _after_tools(results: list[SeenResult], tools: set[str], said: bool) -> Reply:
     for result in results:
         if result.is_error:
             problem = result.text.strip().splitlines()[0][:200] if result.text.strip() else ""
@@ -97,7 +111,7 @@ def _after_tools(results: list[SeenResult], tools: set[str]) -> Reply:
     if name == "select_offer":
         return _offer_selected(result, tools)
     if isinstance(result.data, dict) and "output_id" in result.data:
-        return _output_saved(name, result.data)
+        return _output_saved(name, result.data, said)
     return say(
         "I'm the demo model, and my script has no next step for that. Send a new message "
         f"to go through it again, or {CONFIGURE_HINT}."
@@ -120,14 +134,19 @@ def _offers_listed(result: SeenResult, tools: set[str]) -> Reply:
     offers = _offers_in(result)
     if offers is not None and not offers:
         return say(
-            "You don't have any offers yet. Add one at /workspace/offers (what you sell, who it "
-            "is for), then send me a message and I'll write ad copy for it. I'm the demo model, "
-            "so that is the one thing my script does."
+            "You don't have any offers yet. Add one on your Offers page, /workspace/offers "
+            "(what you sell, who it is for), then send me a message and I'll write ad copy "
+            "for it."
         )
+    only = offers[0] if offers and len(offers) == 1 else None
+    only_id = _first_offer_id([only]) if only is not None else None
+    if only_id is not None and "ad_copy" in tools:
+        name = " ".join(str(only.get("name") or "").split())
+        return _write_ad_copy(only_id, f"You have one offer, **{name}**, so I'll write for it.")
     if "select_offer" in tools:
         return Reply(
             [
-                text_block("Which offer should we write for?"),
+                text_block("Here are your offers."),
                 tool_use_block(
                     "select_offer", {"prompt": "Which offer should we write ad copy for?"}
                 ),
@@ -176,7 +195,7 @@ def _write_ad_copy(offer_id: int, opening: str) -> Reply:
     )
 
 
-def _output_saved(name: str | None, data: dict[str, Any]) -> Reply:
+def _output_saved(name: str | None, data: dict[str, Any], said: bool) -> Reply:
     slug = str(data.get("agent") or (name or "").replace("_", "-"))
     label = BY_SLUG[slug].label if slug in BY_SLUG else "result"
     title = str(data.get("title") or "").strip() or "untitled"
@@ -194,9 +213,10 @@ def _output_saved(name: str | None, data: dict[str, Any]) -> Reply:
             size = f" It has {count} {noun}{'s' if count != 1 else ''}, shown on the card above."
             break
     noun = "Your ad copy is" if slug == "ad-copy" else f"Your {label} is"
+    closing = "" if said else f" This was the built-in demo model; {CONFIGURE_HINT}."
     return say(
         f"{noun} saved: **{title}**.{size} You can find it again under Outputs in your "
-        f"workspace. This was the demo model; {CONFIGURE_HINT}."
+        f"workspace.{closing}"
     )
 
 
