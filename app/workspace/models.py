@@ -79,6 +79,12 @@ class VisualAsset(Base):
     untrusted_sources: Mapped[list[Any] | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
+    @property
+    def is_draft(self) -> bool:
+        """A local draft render (or the demo's placeholder): not the preset's look."""
+        meta = self.meta or {}
+        return bool(meta.get("draft") or meta.get("placeholder"))
+
 
 class Output(Base):
     """A saved agent result (a quiz, ad copy...), linked to its offer and conversation."""

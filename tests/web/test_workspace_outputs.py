@@ -322,15 +322,19 @@ def test_assets_gallery_only_yours(app, client, user, bobs):
         preset="Editorial photo",
         meta={"draft": True, "colors": ["#112233"]},
     )
-    final = add_asset(app, user, "Final hero", data=b"\x89PNG", age=5)
+    final = add_asset(app, user, "Final hero", data=b"\x89PNG", age=5, preset="Flat illustration")
+    # The demo seed's hero image is a placeholder, marked so.
+    add_asset(app, user, "Seeded hero", preset="Editorial photo", age=9, meta={"placeholder": True})
     body = page(client.get("/workspace/assets"))
     assert "Bob&#39;s image" not in body
     assert f'src="/workspace/assets/{draft}"' in body
     assert f'href="/workspace/assets/{draft}/view"' in body
     assert f'src="/workspace/assets/{final}"' in body
     assert body.index("Sunrise hero") < body.index("Final hero")
-    assert "For Calm Mornings" in body and "Editorial photo" in body
-    assert body.count("Draft render</span>") == 1
+    assert "For Calm Mornings" in body and "Flat illustration" in body
+    # Draft renders say so, never the look of a preset they do not have.
+    assert "Editorial photo" not in body
+    assert body.count("Draft render</span>") == 2
 
 
 def test_assets_filter_by_offer(app, client, user):
@@ -363,8 +367,8 @@ def test_asset_page(app, client, user):
     body = page(client.get(f"/workspace/assets/{asset}/view"))
     assert f'src="/workspace/assets/{asset}"' in body
     assert "A &lt;b&gt;calm&lt;/b&gt; sunrise" in body
-    assert "Editorial photo" in body and "Calm Mornings" in body
-    assert "Draft render" in body
+    assert 'Editorial photo <span class="muted">(asked for; a draft render' in body
+    assert "Calm Mornings" in body and "Draft render" in body
     # The image route still serves it.
     assert client.get(f"/workspace/assets/{asset}").headers["Content-Type"] == "image/png"
 
