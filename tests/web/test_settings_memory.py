@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from app.memory.models import MemoryChange
 from app.memory.store import MAX_FACTS, MAX_INSTRUCTIONS_CHARS, Operation, apply_operations
-from tests.factories import PASSWORD, add_user, csrf_token_from
+from tests.factories import PASSWORD, AuthActions, add_user, csrf_token_from
 from tests.fake_model import Turn, api_error, text
 from tests.web.helpers import alerts, database, redirect_path, snapshot
 
@@ -473,3 +473,24 @@ def test_password_change(app, client, auth, ada):
 
         stored = session.get(User, ada).password_hash
     assert stored.startswith("$argon2") and new not in stored
+
+
+def test_the_demo_model_imports_memory_itself_and_never_says_it_was_unavailable(make_app):
+    """With no model configured, the built-in demo answers the reconcile call (through the
+    real SDK path): each new line is kept, what is held is not added twice."""
+    app = make_app(model_provider="demo")
+    client = app.test_client()
+    auth = AuthActions(app, client)
+    ada = auth.create()
+    auth.login()
+    give(app, ada, "Runs a coffee roastery.")
+    pasted = "Runs a coffee roastery.\n- Sells online in the UK.\nPrefers a warm tone."
+    response = post(client, auth, "/settings/import", {"text": pasted})
+    assert response.status_code == 200
+    html = response.get_data(as_text=True)
+    assert "unavailable" not in html and "Done: 2 changes to your memory." in html
+    assert memory_of(app, ada)[1] == [
+        "Runs a coffee roastery.",
+        "Sells online in the UK.",
+        "Prefers a warm tone.",
+    ]

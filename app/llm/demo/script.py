@@ -18,6 +18,7 @@ A dismissed card or a failed tool gets a short apology. An agent's own call (a f
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from app.llm.demo.agent_outputs import BY_SLUG, BY_TOOL, agent_output, cut_to
@@ -242,6 +243,9 @@ def _forced_answer(tool_name: str, system: str, messages: list[dict[str, Any]]) 
     model that cannot do it would answer."""
     if tool_name == "submit_title":
         return Reply([tool_use_block(tool_name, {"title": _demo_title(messages)})], "tool_use")
+    if tool_name == "submit_memory_operations":
+        operations = _memory_operations(message_text(messages[-1]) if messages else "")
+        return Reply([tool_use_block(tool_name, {"operations": operations})], "tool_use")
     agent = BY_TOOL.get(tool_name)
     if agent is None:
         return say(_plain_answer(system, messages))
@@ -250,6 +254,30 @@ def _forced_answer(tool_name: str, system: str, messages: list[dict[str, Any]]) 
         agent.slug, _json_section(context, "Offer"), _json_section(context, "Persona")
     )
     return Reply([tool_use_block(tool_name, output)], "tool_use")
+
+
+# What the memory reconcile asks (app/memory/store.py): the facts held, then the new text.
+_NEW_TEXT = "\n\nNew text:\n"
+_FORGET = re.compile(r"^(please\s+)?forget\s+(that\s+)?", re.I)
+DEMO_FACT_CHARS = 280
+
+
+def _memory_operations(request: str) -> list[dict[str, str]]:
+    """Each line of the new text as a fact to add ("forget ..." lines forget), skipping
+    what is already held: a model that cannot judge keeps what it was told, as written."""
+    held_part, _, new_text = request.partition(_NEW_TEXT)
+    held = {line[2:].strip().lower() for line in held_part.splitlines() if line.startswith("- ")}
+    operations = []
+    for line in new_text.splitlines()[:60]:
+        fact = cut_to(line.strip().lstrip("-*• ").strip(), DEMO_FACT_CHARS)
+        if not fact:
+            continue
+        forgotten = _FORGET.sub("", fact)
+        if forgotten != fact:
+            operations.append({"op": "forget", "fact": forgotten.rstrip(".")})
+        elif fact.lower() not in held:
+            operations.append({"op": "add", "fact": fact, "reason": "Saved as written."})
+    return operations
 
 
 def _demo_title(messages: list[dict[str, Any]]) -> str:
