@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.agents.guidelines import append_guidelines, current_rules
@@ -128,7 +129,9 @@ def save_output(
     title_field: str = "title",
 ) -> SavedOutput:
     """Save a structured result as an Output, to show in the chat like an agent's."""
-    title = str(output.get(title_field) or name)[:200]
+    title = _distinct_title(
+        session, user_id, offer, str(output.get(title_field) or name).strip() or name
+    )
     saved = Output(
         user_id=user_id,
         offer_id=offer.id if offer else None,
@@ -148,3 +151,20 @@ def save_output(
         "content": output,
     }
     return SavedOutput(saved.id, slug, title, output, shown)
+
+
+def _distinct_title(session: Session, user_id: int, offer: Offer | None, title: str) -> str:
+    """The title, numbered when the person already has an output of that title for the
+    same offer ("… (2)"): two ad copies for one offer are told apart in every list."""
+    title = title[:190]
+    same_offer = Output.offer_id == offer.id if offer else Output.offer_id.is_(None)
+    alike = select(Output.title).where(
+        Output.user_id == user_id, same_offer, Output.title.startswith(title, autoescape=True)
+    )
+    taken = set(session.scalars(alike))
+    if title not in taken:
+        return title
+    number = 2
+    while f"{title} ({number})" in taken:
+        number += 1
+    return f"{title} ({number})"

@@ -209,3 +209,19 @@ def test_stop_cuts_an_agent_while_it_writes(app, chat, fake_model):
     assert len(fake_model.replies) == 1, "only the host's turn was read to its end"
     with app.extensions["database"].session() as session:
         assert session.scalar(select(func.count(Output.id))) == 0
+
+
+def test_two_outputs_of_one_offer_get_distinct_titles(app, chat, fake_model):
+    """The same answer twice (a demo, or a model asked again) is numbered, not doubled."""
+    offer_id = _offer(app, chat.user_id)
+    output = agent_output("ad-copy", {"name": "Calm Mornings"})
+    for _ in range(2):
+        fake_model.script(
+            Turn(tool_use("ad_copy", {"instructions": "Ads", "offer_id": offer_id})),
+            Turn(tool_use("submit_ad_copy", output)),
+            Turn(text("Here are your ads.")),
+        )
+        assert chat.wait(chat.send(chat.new_chat(), "Ads please"))["status"] == "completed"
+    with app.extensions["database"].session() as session:
+        titles = session.scalars(select(Output.title).order_by(Output.id)).all()
+    assert titles == [output["title"], f"{output['title']} (2)"]
