@@ -37,6 +37,18 @@ UPLOAD = {
         }
     }
 }
+
+
+def digits(most: int, description: str) -> dict:
+    """A cursor: 1 to `most` ASCII digits. The end is a lookahead, not `$`, so the pattern
+    means the same in every regex dialect (Python's `$` takes a trailing newline)."""
+    return {
+        "type": "string",
+        "pattern": rf"^[0-9]{{1,{most}}}(?![\s\S])",
+        "description": description,
+    }
+
+
 _CONVERTER = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")
 
 
@@ -56,6 +68,7 @@ class Operation:
     media_type: str = "application/json"
     body: Any = None  # a WTForms form class, or a pydantic model
     partial: bool = False  # a PATCH: every field of the body may be left out
+    body_required: bool = True
     query: tuple[Param, ...] = field(default_factory=tuple)
     description: str = ""
 
@@ -190,7 +203,10 @@ def _operation(spec: APISpec, operation: Operation, operation_id: str) -> dict:
             for param in operation.query
         ]
     if operation.body is not None:
-        result["requestBody"] = {"required": True, "content": _body_content(spec, operation)}
+        result["requestBody"] = {
+            "required": operation.body_required,
+            "content": _body_content(spec, operation),
+        }
     return result
 
 
@@ -205,16 +221,15 @@ def _body_content(spec: APISpec, operation: Operation) -> dict:
     if isinstance(body, dict):
         return body  # a content map as is (a multipart upload)
     if isinstance(body, type) and issubclass(body, BaseModel):
-        return {"application/json": {"schema": _register(spec, body)}}
+        return {"application/json": {"schema": _register(spec, body, "validation")}}
     return {"application/json": {"schema": form_schema(body, operation.partial)}}
 
 
-def _register(spec: APISpec, model: type[BaseModel]) -> dict:
+def _register(spec: APISpec, model: type[BaseModel], mode: str = "serialization") -> dict:
+    """A response's model (as it serializes) or a body's (as it parses)."""
     name = model.__name__
     if name not in spec.components.schemas:
-        schema = model.model_json_schema(
-            mode="serialization", ref_template="#/components/schemas/{model}"
-        )
+        schema = model.model_json_schema(mode=mode, ref_template="#/components/schemas/{model}")
         for definition, value in schema.pop("$defs", {}).items():
             if definition not in spec.components.schemas:
                 spec.components.schema(definition, value)
