@@ -31,7 +31,7 @@ from app.web.errors import ApiError
 from app.web.extensions import message_rate_limit
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
-from app.web.openapi import UPLOAD, Param, documented
+from app.web.openapi import MAX_ID, UPLOAD, Param, documented
 from app.web.shapes import (
     AttachmentOut,
     BranchBody,
@@ -130,14 +130,20 @@ def list_chats():
     "GET",
     "The shown branch's rows",
     response=MessageList,
-    query=(Param("after", {"type": "integer", "minimum": 0}, "rows above this sequence"),),
+    query=(
+        Param(
+            "after",
+            {"type": "integer", "minimum": 0, "maximum": MAX_ID},
+            "rows above this sequence",
+        ),
+    ),
 )
 @login_required
 def list_messages(conversation_id: int):
     conversation = owned_conversation(conversation_id)
     # ASCII digits only (str.isdigit accepts '²'), and small enough for the database.
     after = id_from_text(request.args.get("after", "0"))
-    if after is None:
+    if after is None or after > MAX_ID:
         raise ApiError(400, "'after' must be a non-negative whole number.", "INVALID_FIELD")
     rows = shown_rows(db_session(), conversation, after)
     return jsonify({"messages": rows})

@@ -31,7 +31,11 @@ UPLOAD = {
         "schema": {
             "type": "object",
             "properties": {
-                "file": {"type": "string", "contentMediaType": "application/octet-stream"}
+                "file": {
+                    "type": "string",
+                    "format": "binary",
+                    "contentMediaType": "application/octet-stream",
+                }
             },
             "required": ["file"],
         }
@@ -66,6 +70,7 @@ class Operation:
     response: type[BaseModel] | None = None
     status: int = 200
     media_type: str = "application/json"
+    also: dict[str, type[BaseModel]] = field(default_factory=dict)  # other media types
     body: Any = None  # a WTForms form class, or a pydantic model
     partial: bool = False  # a PATCH: every field of the body may be left out
     body_required: bool = True
@@ -178,6 +183,8 @@ def _operation(spec: APISpec, operation: Operation, operation_id: str) -> dict:
         success["content"] = {"application/json": {"schema": _register(spec, operation.response)}}
     elif operation.status != 204:
         success["content"] = {operation.media_type: {"schema": _raw_schema(operation)}}
+    for media_type, model in operation.also.items():
+        success.setdefault("content", {})[media_type] = {"schema": _register(spec, model)}
     result = {
         "summary": operation.summary,
         "operationId": operation_id,
@@ -213,7 +220,8 @@ def _operation(spec: APISpec, operation: Operation, operation_id: str) -> dict:
 def _raw_schema(operation: Operation) -> dict:
     if operation.media_type.startswith("text/"):
         return {"type": "string"}
-    return {"type": "string", "contentMediaType": operation.media_type}
+    # Bytes: `format: binary` for generated clients, contentMediaType for OpenAPI 3.1.
+    return {"type": "string", "format": "binary", "contentMediaType": operation.media_type}
 
 
 def _body_content(spec: APISpec, operation: Operation) -> dict:

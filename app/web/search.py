@@ -22,7 +22,11 @@ MAX_QUERY_CHARS = 200
 MAX_LIMIT = 50
 PAGE_LIMIT = 8  # hits under the page's search box
 SEARCH_QUERY = (
-    Param("q", {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS}, required=True),
+    Param(
+        "q",
+        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"\S"},
+        required=True,
+    ),
     Param("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
     Param("cursor", digits(5, "next_cursor of a page (past the last page: no hits)")),
 )

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -177,8 +178,18 @@ MessageText = Annotated[
     ),
     AfterValidator(_within_message_limit),
 ]
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's integer takes 2.0 as 2; so does every body."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WholeNumber = Annotated[int, BeforeValidator(_integral)]
 # A row's sequence.
-Sequence = Annotated[int, Field(gt=0, lt=10**15)]
+Sequence = Annotated[int, Field(gt=0, lt=10**15), BeforeValidator(_integral)]
 
 
 class ChatCreate(Body):
@@ -217,6 +228,14 @@ class RowOut(Loose):
     untrusted_sources: list[Any] | None = Field(
         None, description="On a person's message: the untrusted content its text came from"
     )
+
+
+class ChatExport(BaseModel):
+    """`?format=json`: the chat, its shown rows and its attachments."""
+
+    chat: dict[str, Any]
+    messages: list[dict[str, Any]]
+    attachments: list[dict[str, Any]]
 
 
 class MessageList(BaseModel):
@@ -335,10 +354,10 @@ class MemoryOut(Loose):
 
 
 class RuleIn(Body):
-    id: int | None = Field(None, description="A rule kept (and edited); none: a new rule")
+    id: WholeNumber | None = Field(None, description="A rule kept (and edited); none: a new rule")
     text: str = Field(pattern=r"\S", max_length=RULE_MAX_CHARS)
     enabled: bool | None = None
-    position: int | None = Field(None, description="Echoed back from GET; ignored")
+    position: WholeNumber | None = Field(None, description="Echoed back from GET; ignored")
 
 
 class RulesBody(Body):

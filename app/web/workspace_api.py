@@ -113,6 +113,9 @@ def _validated(form_class, current: dict | None = None, **configure):
     form = form_class(formdata=MultiDict(values), meta={"csrf": False})
     for name, choices in configure.items():
         getattr(form, name).choices = choices
+        if name in data and getattr(form, name).data not in {value for value, _ in choices}:
+            # An id of something that is not yours, or absent: 404, as in a path.
+            raise ApiError(404, f"'{name}': no such item of yours.", "NOT_FOUND", field=name)
     if not form.validate():
         name, messages = next(iter(form.errors.items()))
         label = getattr(form, name).label.text
@@ -141,6 +144,8 @@ def _form_value(form_class, name: str, value) -> str:
     if name == "offer_id":
         if value is None:
             return "0"  # the form's "Any offer"
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON Schema's integer takes 2.0 as 2
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
             raise ApiError(
                 400, "'offer_id' must be an offer's id or null.", "INVALID_FIELD", field=name
@@ -339,7 +344,7 @@ def asset(asset_id: int):
 
 
 @bp.get("/assets/<int:asset_id>/image")
-@documented("GET", "The image itself", media_type="image/png")
+@documented("GET", "The image itself (PNG placeholder artwork until made)", media_type="image/*")
 @login_required
 def asset_file(asset_id: int):
     return asset_image(asset_id)
