@@ -20,7 +20,7 @@ from wtforms import BooleanField, SelectField
 from wtforms.validators import DataRequired, Length
 
 from app.config import PROJECT_ROOT
-from app.web.shapes import ErrorOut
+from app.web.shapes import NOT_BLANK, ErrorOut
 
 bp = Blueprint("openapi", __name__)
 
@@ -123,7 +123,7 @@ def _field_schema(item) -> dict:
             if validator.min and validator.min > 0:
                 schema["minLength"] = validator.min
         if isinstance(validator, DataRequired):
-            schema["pattern"] = r"\S"  # blank text is refused like a missing field
+            schema["pattern"] = NOT_BLANK  # blank text is refused like a missing field
     return schema
 
 

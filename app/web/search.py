@@ -14,7 +14,7 @@ from app.web.access import is_htmx
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.web.openapi import Param, digits, documented
-from app.web.shapes import SearchOut
+from app.web.shapes import NOT_BLANK, SearchOut
 
 bp = Blueprint("search", __name__)
 
@@ -24,7 +24,7 @@ PAGE_LIMIT = 8  # hits under the page's search box
 SEARCH_QUERY = (
     Param(
         "q",
-        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"\S"},
+        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK},
         required=True,
     ),
     Param("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),

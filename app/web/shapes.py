@@ -156,6 +156,25 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
 
 
+def _blank_class() -> str:
+    """Python's whitespace (what str.strip takes away), as a regex class every dialect
+    reads alike: `\\s` differs between Python, ECMA-262 and Rust (U+001C..U+001F, U+FEFF)."""
+    spaces = [code for code in range(0x3001) if chr(code).isspace()]
+    runs: list[list[int]] = []
+    for code in spaces:
+        if runs and code == runs[-1][1] + 1:
+            runs[-1][1] = code
+        else:
+            runs.append([code, code])
+    return "".join(
+        f"\\u{first:04x}" + (f"-\\u{last:04x}" if last != first else "") for first, last in runs
+    )
+
+
+# Some text that is not only whitespace: a regex found anywhere in the string.
+NOT_BLANK = f"[^{_blank_class()}]"
+
+
 def _max_message_chars() -> int:
     from flask import current_app
 
@@ -173,7 +192,7 @@ def _within_message_limit(value: str, info: ValidationInfo) -> str:
 MessageText = Annotated[
     str,
     Field(
-        pattern=r"\S",
+        pattern=NOT_BLANK,
         json_schema_extra=lambda schema: schema.update(maxLength=_max_message_chars()),
     ),
     AfterValidator(_within_message_limit),
@@ -345,7 +364,7 @@ class MemoryBody(Body):
 
 
 class MemoryText(Body):
-    text: str = Field(pattern=r"\S", max_length=MAX_INPUT_CHARS)
+    text: str = Field(pattern=NOT_BLANK, max_length=MAX_INPUT_CHARS)
 
 
 class MemoryOut(Loose):
@@ -355,7 +374,7 @@ class MemoryOut(Loose):
 
 class RuleIn(Body):
     id: WholeNumber | None = Field(None, description="A rule kept (and edited); none: a new rule")
-    text: str = Field(pattern=r"\S", max_length=RULE_MAX_CHARS)
+    text: str = Field(pattern=NOT_BLANK, max_length=RULE_MAX_CHARS)
     enabled: bool | None = None
     position: WholeNumber | None = Field(None, description="Echoed back from GET; ignored")
 

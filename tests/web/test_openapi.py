@@ -108,7 +108,7 @@ def test_generated_requests_pass_every_default_check(api_schema):
             suppress_health_check=list(HealthCheck),
             database=None,
         )
-        def check(case):
+        def check(case, excluded=excluded):
             case.call_and_validate(excluded_checks=excluded)  # every default check
 
         try:
