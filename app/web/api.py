@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from flask import Blueprint, current_app, jsonify, request
 from flask_login import current_user, login_required
+from pydantic import BaseModel, RootModel, ValidationError
 
 from app.agents.guidelines import (
-    MAX_RULES,
     GuidelineError,
     RuleInput,
     ordered_guidelines,
@@ -33,16 +31,20 @@ from app.web.errors import ApiError
 from app.web.extensions import message_rate_limit
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
-from app.web.openapi import UPLOAD, Param, documented
+from app.web.openapi import MAX_ID, UPLOAD, Param, documented
 from app.web.shapes import (
     AttachmentOut,
     BranchBody,
     BranchOut,
+    CardAnswer,
     ChatCreate,
     ChatCreated,
     ChatList,
+    Edit,
     LoopBody,
     MessageList,
+    NewMessage,
+    Regenerate,
     RulesBody,
     RulesOut,
     RunOut,
@@ -66,25 +68,51 @@ def json_body() -> dict:
     return data
 
 
-def optional_string(data: dict, key: str, max_length: int) -> str | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ApiError(400, f"'{key}' must be a string.", "INVALID_FIELD")
-    if len(value) > max_length:
-        raise ApiError(400, f"'{key}' is longer than {max_length} characters.", "INVALID_FIELD")
-    return value
+def body_of(model: type[BaseModel], data: dict | None = None):
+    """The JSON body parsed by `model`, the same model that documents it (app/web/shapes.py),
+    or 400 `INVALID_FIELD` naming the field at fault (`INVALID_BODY` for a loop body that
+    is none of its four kinds; 413 `TOO_LARGE` for a message over MAX_MESSAGE_CHARS)."""
+    data = json_body() if data is None else data
+    max_chars = current_app.extensions["services"].settings.max_message_chars
+    try:
+        parsed = model.model_validate(data, context={"max_chars": max_chars})
+    except ValidationError as invalid:
+        raise _body_error(model, invalid.errors()[0]) from None
+    return parsed.root if isinstance(parsed, RootModel) else parsed
+
+
+def _body_error(model: type[BaseModel], error) -> ApiError:
+    location = list(error["loc"])
+    if issubclass(model, RootModel) and location:
+        location = location[1:]  # the union's tag: the kind of body
+    name = ".".join(str(part) for part in location) or None
+    if error["type"] == "INVALID_BODY":
+        return ApiError(400, error["msg"], "INVALID_BODY")
+    if error["type"] == "extra_forbidden":
+        message = f"Unknown field '{name}'."
+    elif error["type"] == "missing":
+        message = f"'{name}' is missing."
+    else:
+        message = f"'{name}': {error['msg']}." if name else f"{error['msg']}."
+    if error["type"] == "too_large":
+        return ApiError(413, message, "TOO_LARGE", field=name)
+    return ApiError(400, message, "INVALID_FIELD", field=name)
 
 
 @bp.post("/chats")
-@documented("POST", "Create a chat", response=ChatCreated, status=201, body=ChatCreate)
+@documented(
+    "POST",
+    "Create a chat",
+    response=ChatCreated,
+    status=201,
+    body=ChatCreate,
+    body_required=False,
+)
 @login_required
 def create_chat():
-    data = json_body() if request.content_length else {}
-    title = optional_string(data, "title", 120)
+    body = body_of(ChatCreate, None if request.content_length else {})
     session = db_session()
-    conversation = create_conversation(session, current_user.id, title)
+    conversation = create_conversation(session, current_user.id, body.title)
     session.commit()
     return jsonify({"id": conversation.id}), 201
 
@@ -102,68 +130,34 @@ def list_chats():
     "GET",
     "The shown branch's rows",
     response=MessageList,
-    query=(Param("after", {"type": "integer", "minimum": 0}, "rows above this sequence"),),
+    query=(
+        Param(
+            "after",
+            {"type": "integer", "minimum": 0, "maximum": MAX_ID},
+            "rows above this sequence",
+        ),
+    ),
 )
 @login_required
 def list_messages(conversation_id: int):
     conversation = owned_conversation(conversation_id)
     # ASCII digits only (str.isdigit accepts '²'), and small enough for the database.
     after = id_from_text(request.args.get("after", "0"))
-    if after is None:
+    if after is None or after > MAX_ID:
         raise ApiError(400, "'after' must be a non-negative whole number.", "INVALID_FIELD")
     rows = shown_rows(db_session(), conversation, after)
     return jsonify({"messages": rows})
 
 
-LOOP_FIELDS = {"message", "toolResponse", "regenerate", "edit"}
-
-
-def _message_text(message, max_chars: int, name: str = "message") -> str:
-    if not isinstance(message, str):
-        raise ApiError(400, f"'{name}' must be a string.", "INVALID_FIELD")
-    if not message.strip():
-        raise ApiError(400, f"'{name}' is empty.", "INVALID_FIELD")
-    if len(message) > max_chars:
-        raise ApiError(413, f"'{name}' is longer than {max_chars} characters.", "TOO_LARGE")
-    return message.strip()
-
-
-def _sequence(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 10**15:
-        raise ApiError(400, f"'{name}' must be a positive whole number.", "INVALID_FIELD")
-    return value
-
-
-def _loop_request(data: dict, max_chars: int):
+def _loop_request(body: NewMessage | CardAnswer | Regenerate | Edit):
     """(message, toolResponse, branch): what the loop route was sent."""
-    unknown = set(data) - LOOP_FIELDS
-    if unknown:
-        raise ApiError(400, f"Unknown field(s): {', '.join(sorted(unknown))}.", "INVALID_FIELD")
-    if len(set(data) & LOOP_FIELDS) != 1:
-        raise ApiError(
-            400, "Send one of 'message', 'toolResponse', 'regenerate' or 'edit'.", "INVALID_BODY"
-        )
-    if "message" in data:
-        return _message_text(data["message"], max_chars), None, None
-    if "regenerate" in data:
-        return None, None, ("regenerate", _sequence(data["regenerate"], "regenerate"))
-    if "edit" in data:
-        edit = data["edit"]
-        if not isinstance(edit, dict) or set(edit) != {"sequence", "message"}:
-            raise ApiError(400, "'edit' must be {sequence, message}.", "INVALID_FIELD")
-        sequence = _sequence(edit["sequence"], "edit.sequence")
-        return _message_text(edit["message"], max_chars, "edit.message"), None, ("edit", sequence)
-    response = data["toolResponse"]
-    if not isinstance(response, dict) or set(response) - {"toolUseId", "result"}:
-        raise ApiError(400, "'toolResponse' must be {toolUseId, result}.", "INVALID_FIELD")
-    tool_use_id, result = response.get("toolUseId"), response.get("result")
-    if not isinstance(tool_use_id, str) or not tool_use_id or len(tool_use_id) > 200:
-        raise ApiError(400, "'toolResponse.toolUseId' must be a non-empty string.", "INVALID_FIELD")
-    if not isinstance(result, dict):
-        raise ApiError(400, "'toolResponse.result' must be an object.", "INVALID_FIELD")
-    if len(json.dumps(result)) > max_chars:
-        raise ApiError(413, "'toolResponse.result' is too large.", "TOO_LARGE")
-    return None, (tool_use_id, result), None
+    if isinstance(body, NewMessage):
+        return body.message, None, None
+    if isinstance(body, Regenerate):
+        return None, None, ("regenerate", body.regenerate)
+    if isinstance(body, Edit):
+        return body.edit.message, None, ("edit", body.edit.sequence)
+    return None, (body.toolResponse.toolUseId, body.toolResponse.result), None
 
 
 @bp.post("/chats/<int:conversation_id>/loop")
@@ -180,8 +174,7 @@ def loop(conversation_id: int):
     # Read the body before the first write takes SQLite's lock, never while holding it.
     request.get_data(cache=True)
     owned_conversation_for_turn(conversation_id)
-    services = current_app.extensions["services"]
-    message, tool_response, branch = _loop_request(json_body(), services.settings.max_message_chars)
+    message, tool_response, branch = _loop_request(body_of(LoopBody))
     started = start_turn(conversation_id, message, tool_response, branch)
     return jsonify({"runId": started.run.id}), 202
 
@@ -193,10 +186,7 @@ def choose_branch(conversation_id: int):
     """Show the branch through row `sequence`; every client follows (docs/CONTRACT.md)."""
     request.get_data(cache=True)
     owned_conversation(conversation_id)
-    data = json_body()
-    if set(data) != {"sequence"}:
-        raise ApiError(400, "Send {sequence}.", "INVALID_BODY")
-    switch_branch(conversation_id, _sequence(data["sequence"], "sequence"))
+    switch_branch(conversation_id, body_of(BranchBody).sequence)
     return jsonify(_branch_body(conversation_id))
 
 
@@ -236,8 +226,6 @@ def get_run(run_id: int):
 
 # -- shared guidelines (admins) -------------------------------------------------------------
 
-RULE_FIELDS = {"id", "text", "enabled", "position"}  # position: echoed back from GET, ignored
-
 
 def _guideline_dict(guideline) -> dict:
     return {
@@ -246,38 +234,6 @@ def _guideline_dict(guideline) -> dict:
         "enabled": guideline.enabled,
         "position": guideline.position,
     }
-
-
-def _rule_inputs(data: dict) -> list[RuleInput]:
-    unknown = set(data) - {"rules"}
-    if unknown:
-        raise ApiError(400, f"Unknown field(s): {', '.join(sorted(unknown))}.", "INVALID_FIELD")
-    items = data.get("rules")
-    if not isinstance(items, list):
-        raise ApiError(400, "'rules' must be a list of {id?, text, enabled?}.", "INVALID_FIELD")
-    if len(items) > MAX_RULES:
-        raise ApiError(400, f"There can be at most {MAX_RULES} rules.", "TOO_MANY_RULES")
-    parsed = []
-    for number, item in enumerate(items, start=1):
-        where = f"rules[{number - 1}]"
-        if not isinstance(item, dict):
-            raise ApiError(400, f"{where} must be an object.", "INVALID_FIELD")
-        unknown = set(item) - RULE_FIELDS
-        if unknown:
-            raise ApiError(
-                400, f"{where}: unknown field(s) {', '.join(sorted(unknown))}.", "INVALID_FIELD"
-            )
-        rule_id = item.get("id")
-        if rule_id is not None and (isinstance(rule_id, bool) or not isinstance(rule_id, int)):
-            raise ApiError(400, f"{where}.id must be a whole number.", "INVALID_FIELD")
-        value = item.get("text")
-        if not isinstance(value, str):
-            raise ApiError(400, f"{where}.text must be a string.", "INVALID_FIELD")
-        enabled = item.get("enabled")
-        if enabled is not None and not isinstance(enabled, bool):
-            raise ApiError(400, f"{where}.enabled must be true or false.", "INVALID_FIELD")
-        parsed.append(RuleInput(rule_id, value, enabled))
-    return parsed
 
 
 @bp.get("/admin/guidelines")
@@ -295,7 +251,7 @@ def get_guidelines():
 @admin_required
 def put_guidelines():
     """Replace the whole ordered list in one transaction; on any error nothing changes."""
-    items = _rule_inputs(json_body())
+    items = [RuleInput(rule.id, rule.text, rule.enabled) for rule in body_of(RulesBody).rules]
     session = db_session()
     try:
         guidelines = replace_rules(session, items, current_user.id)

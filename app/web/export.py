@@ -17,6 +17,7 @@ from app.web.extensions import data_download_rate_limit
 from app.web.identity import db_session
 from app.web.offload import off_the_loop
 from app.web.openapi import Param, documented
+from app.web.shapes import ChatExport
 
 bp = Blueprint("export", __name__)
 EXPORT_QUERY = (Param("format", {"type": "string", "enum": list(FORMATS)}, "md (default) or json"),)
@@ -29,7 +30,13 @@ def answered_summary(card: dict) -> list[dict]:
 
 @bp.get("/chats/<int:conversation_id>/export")
 @bp.get("/api/chats/<int:conversation_id>/export", endpoint="export_chat_api")
-@documented("GET", "A chat as Markdown or JSON", media_type="text/markdown", query=EXPORT_QUERY)
+@documented(
+    "GET",
+    "A chat as Markdown or JSON",
+    media_type="text/markdown",
+    also={"application/json": ChatExport},
+    query=EXPORT_QUERY,
+)
 @login_required
 def export_chat(conversation_id: int):
     chosen = request.args.get("format", "md")
@@ -41,9 +48,7 @@ def export_chat(conversation_id: int):
     if chosen == "json":
         response = jsonify(exported.as_json())
     else:
-        response = Response(
-            exported.as_markdown(answered_summary), mimetype="text/markdown; charset=utf-8"
-        )
+        response = Response(exported.as_markdown(answered_summary), mimetype="text/markdown")
     filename = f"loopdesk-chat-{conversation_id}.{chosen}"
     response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

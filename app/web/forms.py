@@ -79,7 +79,14 @@ class OfferForm(Form):
     api_shapes = {
         "brand_colors": {
             "type": "array",
-            "items": {"type": "string", "pattern": HEX_COLOUR.pattern},
+            # Seven characters starting with the colour: exact in every regex dialect
+            # (a `$` lets Python's regex take a trailing newline).
+            "items": {
+                "type": "string",
+                "pattern": "^#[0-9a-fA-F]{6}",
+                "minLength": 7,
+                "maxLength": 7,
+            },
             "maxItems": 20,
             "description": "Brand colours, like #1f6feb",
         }

@@ -6,15 +6,8 @@ from __future__ import annotations
 from flask import Blueprint, jsonify
 from flask_login import current_user, login_required
 
-from app.memory.store import (
-    MAX_FACT_CHARS,
-    MAX_FACTS,
-    MAX_INSTRUCTIONS_CHARS,
-    MemoryRefused,
-    Operation,
-    read_memory,
-)
-from app.web.api import json_body
+from app.memory.store import MemoryRefused, Operation, read_memory
+from app.web.api import body_of
 from app.web.errors import ApiError
 from app.web.extensions import model_work_rate_limit
 from app.web.identity import db_session
@@ -41,40 +34,16 @@ def get_memory():
     return jsonify(_current())
 
 
-def _facts_field(data: dict) -> list[str] | None:
-    if "memories" not in data:
-        return None
-    facts = data["memories"]
-    if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
-        raise ApiError(400, "'memories' must be a list of strings.", "INVALID_FIELD")
-    if len(facts) > MAX_FACTS:
-        raise ApiError(400, f"At most {MAX_FACTS} remembered facts.", "INVALID_FIELD")
-    if any(len(f) > MAX_FACT_CHARS for f in facts):
-        raise ApiError(
-            400, f"Each fact can be at most {MAX_FACT_CHARS} characters.", "INVALID_FIELD"
-        )
-    return [f.strip() for f in facts if f.strip()]
-
-
 @bp.put("")
 @documented("PUT", "Set your instructions and facts", response=MemoryOut, body=MemoryBody)
 @login_required
 def put_memory():
     """Set instructions and/or the exact list of facts (an explicit edit)."""
-    data = json_body()
-    unknown = set(data) - {"instructions", "memories"}
-    if unknown:
-        raise ApiError(400, f"Unknown field(s): {', '.join(sorted(unknown))}.", "INVALID_FIELD")
-    instructions = data.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise ApiError(400, "'instructions' must be a string.", "INVALID_FIELD")
-    if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
-        raise ApiError(
-            400,
-            f"Instructions can be at most {MAX_INSTRUCTIONS_CHARS} characters.",
-            "INVALID_FIELD",
-        )
-    wanted = _facts_field(data)
+    body = body_of(MemoryBody)
+    instructions = body.instructions
+    wanted = None
+    if body.memories is not None:
+        wanted = [fact.strip() for fact in body.memories if fact.strip()]
     session = db_session()
     operations = []
     if wanted is not None:
@@ -99,12 +68,7 @@ def put_memory():
 
 
 def _reconciled(source: str):
-    data = json_body()
-    text = data.get("text")
-    if set(data) - {"text"}:
-        raise ApiError(400, 'Send only {"text": ...}.', "INVALID_FIELD")
-    if not isinstance(text, str) or not text.strip():
-        raise ApiError(400, "'text' must be a non-empty string.", "INVALID_FIELD")
+    text = body_of(MemoryText).text
     try:
         outcome = reconcile_committed(
             current_user.id, text, source=source, actor_id=current_user.id

@@ -20,7 +20,7 @@ from wtforms import BooleanField, SelectField
 from wtforms.validators import DataRequired, Length
 
 from app.config import PROJECT_ROOT
-from app.web.shapes import ErrorOut
+from app.web.shapes import NOT_BLANK, ErrorOut
 
 bp = Blueprint("openapi", __name__)
 
@@ -31,12 +31,28 @@ UPLOAD = {
         "schema": {
             "type": "object",
             "properties": {
-                "file": {"type": "string", "contentMediaType": "application/octet-stream"}
+                "file": {
+                    "type": "string",
+                    "format": "binary",
+                    "contentMediaType": "application/octet-stream",
+                }
             },
             "required": ["file"],
         }
     }
 }
+
+
+def digits(most: int, description: str) -> dict:
+    """A cursor: 1 to `most` ASCII digits. The end is a lookahead, not `$`, so the pattern
+    means the same in every regex dialect (Python's `$` takes a trailing newline)."""
+    return {
+        "type": "string",
+        "pattern": rf"^[0-9]{{1,{most}}}(?![\s\S])",
+        "description": description,
+    }
+
+
 _CONVERTER = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")
 
 
@@ -54,8 +70,10 @@ class Operation:
     response: type[BaseModel] | None = None
     status: int = 200
     media_type: str = "application/json"
+    also: dict[str, type[BaseModel]] = field(default_factory=dict)  # other media types
     body: Any = None  # a WTForms form class, or a pydantic model
     partial: bool = False  # a PATCH: every field of the body may be left out
+    body_required: bool = True
     query: tuple[Param, ...] = field(default_factory=tuple)
     description: str = ""
 
@@ -105,7 +123,7 @@ def _field_schema(item) -> dict:
             if validator.min and validator.min > 0:
                 schema["minLength"] = validator.min
         if isinstance(validator, DataRequired):
-            schema["pattern"] = r"\S"  # blank text is refused like a missing field
+            schema["pattern"] = NOT_BLANK  # blank text is refused like a missing field
     return schema
 
 
@@ -165,6 +183,8 @@ def _operation(spec: APISpec, operation: Operation, operation_id: str) -> dict:
         success["content"] = {"application/json": {"schema": _register(spec, operation.response)}}
     elif operation.status != 204:
         success["content"] = {operation.media_type: {"schema": _raw_schema(operation)}}
+    for media_type, model in operation.also.items():
+        success.setdefault("content", {})[media_type] = {"schema": _register(spec, model)}
     result = {
         "summary": operation.summary,
         "operationId": operation_id,
@@ -190,14 +210,18 @@ def _operation(spec: APISpec, operation: Operation, operation_id: str) -> dict:
             for param in operation.query
         ]
     if operation.body is not None:
-        result["requestBody"] = {"required": True, "content": _body_content(spec, operation)}
+        result["requestBody"] = {
+            "required": operation.body_required,
+            "content": _body_content(spec, operation),
+        }
     return result
 
 
 def _raw_schema(operation: Operation) -> dict:
     if operation.media_type.startswith("text/"):
         return {"type": "string"}
-    return {"type": "string", "contentMediaType": operation.media_type}
+    # Bytes: `format: binary` for generated clients, contentMediaType for OpenAPI 3.1.
+    return {"type": "string", "format": "binary", "contentMediaType": operation.media_type}
 
 
 def _body_content(spec: APISpec, operation: Operation) -> dict:
@@ -205,16 +229,15 @@ def _body_content(spec: APISpec, operation: Operation) -> dict:
     if isinstance(body, dict):
         return body  # a content map as is (a multipart upload)
     if isinstance(body, type) and issubclass(body, BaseModel):
-        return {"application/json": {"schema": _register(spec, body)}}
+        return {"application/json": {"schema": _register(spec, body, "validation")}}
     return {"application/json": {"schema": form_schema(body, operation.partial)}}
 
 
-def _register(spec: APISpec, model: type[BaseModel]) -> dict:
+def _register(spec: APISpec, model: type[BaseModel], mode: str = "serialization") -> dict:
+    """A response's model (as it serializes) or a body's (as it parses)."""
     name = model.__name__
     if name not in spec.components.schemas:
-        schema = model.model_json_schema(
-            mode="serialization", ref_template="#/components/schemas/{model}"
-        )
+        schema = model.model_json_schema(mode=mode, ref_template="#/components/schemas/{model}")
         for definition, value in schema.pop("$defs", {}).items():
             if definition not in spec.components.schemas:
                 spec.components.schema(definition, value)

@@ -8,13 +8,13 @@ from flask import Blueprint, jsonify, render_template, request, url_for
 from flask_login import current_user, login_required
 from markupsafe import Markup, escape
 
-from app.chat.search import MAX_OFFSET, ChatHits, Hit, search
+from app.chat.search import MAX_OFFSET, ChatHits, Hit, SearchPage, search
 from app.db import read_transaction
 from app.web.access import is_htmx
 from app.web.errors import ApiError
 from app.web.identity import db_session
-from app.web.openapi import Param, documented
-from app.web.shapes import SearchOut
+from app.web.openapi import Param, digits, documented
+from app.web.shapes import NOT_BLANK, SearchOut
 
 bp = Blueprint("search", __name__)
 
@@ -22,9 +22,13 @@ MAX_QUERY_CHARS = 200
 MAX_LIMIT = 50
 PAGE_LIMIT = 8  # hits under the page's search box
 SEARCH_QUERY = (
-    Param("q", {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS}, required=True),
+    Param(
+        "q",
+        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NOT_BLANK},
+        required=True,
+    ),
     Param("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
-    Param("cursor", {"type": "string", "pattern": "^[0-9]{1,5}$"}, "next_cursor of a page"),
+    Param("cursor", digits(5, "next_cursor of a page (past the last page: no hits)")),
 )
 
 
@@ -59,6 +63,8 @@ def results():
 def _search(query: str, limit: int, offset: int):
     if len(query) > MAX_QUERY_CHARS:
         raise ApiError(400, f"'q' is longer than {MAX_QUERY_CHARS} characters.", "INVALID_FIELD")
+    if offset > MAX_OFFSET:  # past the deepest page search reads
+        return SearchPage([], None)
     session = db_session()
     with read_transaction(session):
         return search(session, current_user.id, query, limit, offset)
@@ -75,7 +81,7 @@ def _limit() -> int:
 
 def _cursor() -> int:
     raw = request.args.get("cursor", "0")
-    if not re.fullmatch(r"[0-9]{1,5}", raw) or int(raw) > MAX_OFFSET:
+    if not re.fullmatch(r"[0-9]{1,5}", raw):
         raise ApiError(400, "'cursor' is not one this API gave out.", "INVALID_FIELD")
     return int(raw)
 

@@ -1,12 +1,32 @@
-"""What the JSON API answers, declared once: each model both serializes the response
-(`dump`) and is the response's schema in the OpenAPI document (app/web/openapi.py)."""
+"""What the JSON API takes and answers, declared once: each response model both serializes
+the response (`dump`) and is the response's schema in the OpenAPI document
+(app/web/openapi.py); each `Body` both parses a request body and is its schema."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PlainSerializer,
+    RootModel,
+    Tag,
+    ValidationInfo,
+    create_model,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from app.agents.guidelines import MAX_RULES
+from app.agents.models import RULE_MAX_CHARS
+from app.memory.store import MAX_FACT_CHARS, MAX_FACTS, MAX_INPUT_CHARS, MAX_INSTRUCTIONS_CHARS
 
 # Times are UTC, written with a Z (as everywhere else in the API).
 UtcTime = Annotated[
@@ -120,8 +140,7 @@ class ErrorOut(BaseModel):
     error: ErrorBody
 
 
-# -- chats, runs, memory, guidelines, attachments, search (bodies validated by hand in
-# app/web/api.py and memory_api.py; these are their documented shapes) --------------------
+# -- chats, runs, memory, guidelines, attachments, search --------------------------------
 
 
 class Loose(BaseModel):
@@ -130,7 +149,69 @@ class Loose(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class ChatCreate(BaseModel):
+class Body(BaseModel):
+    """A request body: parsed by this model (app/web/api.py `body_of`) and documented by
+    it, so the two cannot disagree. Unknown fields and loose types are refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+
+
+def _blank_class() -> str:
+    """Python's whitespace (what str.strip takes away), as a regex class every dialect
+    reads alike: `\\s` differs between Python, ECMA-262 and Rust (U+001C..U+001F, U+FEFF)."""
+    spaces = [code for code in range(0x3001) if chr(code).isspace()]
+    runs: list[list[int]] = []
+    for code in spaces:
+        if runs and code == runs[-1][1] + 1:
+            runs[-1][1] = code
+        else:
+            runs.append([code, code])
+    return "".join(
+        f"\\u{first:04x}" + (f"-\\u{last:04x}" if last != first else "") for first, last in runs
+    )
+
+
+# Some text that is not only whitespace: a regex found anywhere in the string.
+NOT_BLANK = f"[^{_blank_class()}]"
+
+
+def _max_message_chars() -> int:
+    from flask import current_app
+
+    return current_app.extensions["services"].settings.max_message_chars
+
+
+def _within_message_limit(value: str, info: ValidationInfo) -> str:
+    limit = (info.context or {}).get("max_chars") or _max_message_chars()
+    if len(value) > limit:
+        raise PydanticCustomError("too_large", "longer than {limit} characters", {"limit": limit})
+    return value.strip()
+
+
+# A person's text: not blank, at most MAX_MESSAGE_CHARS (a setting: 413 over it).
+MessageText = Annotated[
+    str,
+    Field(
+        pattern=NOT_BLANK,
+        json_schema_extra=lambda schema: schema.update(maxLength=_max_message_chars()),
+    ),
+    AfterValidator(_within_message_limit),
+]
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's integer takes 2.0 as 2; so does every body."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WholeNumber = Annotated[int, BeforeValidator(_integral)]
+# A row's sequence.
+Sequence = Annotated[int, Field(gt=0, lt=10**15), BeforeValidator(_integral)]
+
+
+class ChatCreate(Body):
     title: str | None = Field(None, max_length=120)
 
 
@@ -168,36 +249,91 @@ class RowOut(Loose):
     )
 
 
+class ChatExport(BaseModel):
+    """`?format=json`: the chat, its shown rows and its attachments."""
+
+    chat: dict[str, Any]
+    messages: list[dict[str, Any]]
+    attachments: list[dict[str, Any]]
+
+
 class MessageList(BaseModel):
     messages: list[RowOut]
 
 
-class ToolResponse(BaseModel):
-    toolUseId: str  # noqa: N815
-    result: dict[str, Any]
+class ToolResponse(Body):
+    toolUseId: str = Field(min_length=1, max_length=200)  # noqa: N815
+    result: dict[str, Any] = Field(description="At most MAX_MESSAGE_CHARS as JSON (413)")
+
+    @model_validator(mode="after")
+    def _small_enough(self, info: ValidationInfo):
+        limit = (info.context or {}).get("max_chars") or _max_message_chars()
+        if len(json.dumps(self.result)) > limit:
+            raise PydanticCustomError("too_large", "'result' is too large", {})
+        return self
 
 
-class EditBody(BaseModel):
-    sequence: int
-    message: str
+class EditBody(Body):
+    sequence: Sequence
+    message: MessageText
 
 
-class LoopBody(BaseModel):
+class NewMessage(Body):
+    """Send a message."""
+
+    message: MessageText
+
+
+class CardAnswer(Body):
+    """Answer a card (the toolUseId of its row's card)."""
+
+    toolResponse: ToolResponse  # noqa: N815
+
+
+class Regenerate(Body):
+    """Write the reply to a host row again."""
+
+    regenerate: Sequence
+
+
+class Edit(Body):
+    """Send an edited version of a person's row."""
+
+    edit: EditBody
+
+
+LOOP_KINDS = {"message": "message", "toolResponse": "card", "regenerate": "regenerate"}
+LOOP_KINDS["edit"] = "edit"
+
+
+def _loop_kind(value: Any) -> str | None:
+    if isinstance(value, dict) and len(value) == 1:
+        return LOOP_KINDS.get(next(iter(value)))
+    return None
+
+
+class LoopBody(RootModel):
     """Exactly one of the four."""
 
-    model_config = ConfigDict(extra="forbid")
-    message: str | None = None
-    toolResponse: ToolResponse | None = None  # noqa: N815
-    regenerate: int | None = None
-    edit: EditBody | None = None
+    root: Annotated[
+        Annotated[NewMessage, Tag("message")]
+        | Annotated[CardAnswer, Tag("card")]
+        | Annotated[Regenerate, Tag("regenerate")]
+        | Annotated[Edit, Tag("edit")],
+        Discriminator(
+            _loop_kind,
+            custom_error_type="INVALID_BODY",
+            custom_error_message="Send one of 'message', 'toolResponse', 'regenerate' or 'edit'.",
+        ),
+    ]
 
 
 class RunStarted(BaseModel):
     runId: int  # noqa: N815
 
 
-class BranchBody(BaseModel):
-    sequence: int
+class BranchBody(Body):
+    sequence: Sequence
 
 
 class BranchOut(BaseModel):
@@ -218,13 +354,17 @@ class RunOut(BaseModel):
     error: str | None = None
 
 
-class MemoryBody(BaseModel):
-    instructions: str | None = None
-    memories: list[str] | None = None
+class MemoryBody(Body):
+    """Either or both; a field left out (or null) keeps its value."""
+
+    instructions: str | None = Field(None, max_length=MAX_INSTRUCTIONS_CHARS)
+    memories: list[Annotated[str, Field(max_length=MAX_FACT_CHARS)]] | None = Field(
+        None, max_length=MAX_FACTS, description="The exact list of facts"
+    )
 
 
-class MemoryText(BaseModel):
-    text: str
+class MemoryText(Body):
+    text: str = Field(pattern=NOT_BLANK, max_length=MAX_INPUT_CHARS)
 
 
 class MemoryOut(Loose):
@@ -232,15 +372,15 @@ class MemoryOut(Loose):
     memories: list[str]
 
 
-class RuleIn(BaseModel):
-    id: int | None = None
-    text: str
+class RuleIn(Body):
+    id: WholeNumber | None = Field(None, description="A rule kept (and edited); none: a new rule")
+    text: str = Field(pattern=NOT_BLANK, max_length=RULE_MAX_CHARS)
     enabled: bool | None = None
-    position: int | None = None
+    position: WholeNumber | None = Field(None, description="Echoed back from GET; ignored")
 
 
-class RulesBody(BaseModel):
-    rules: list[RuleIn]
+class RulesBody(Body):
+    rules: list[RuleIn] = Field(max_length=MAX_RULES)
 
 
 class RuleOut(BaseModel):

@@ -15,9 +15,9 @@ from werkzeug.datastructures import MultiDict
 from app.db import read_transaction
 from app.web.access import owned_or_404
 from app.web.errors import ApiError
-from app.web.forms import OfferForm, PersonaForm
+from app.web.forms import HEX_COLOUR, OfferForm, PersonaForm
 from app.web.identity import db_session
-from app.web.openapi import MAX_ID, Param, documented
+from app.web.openapi import MAX_ID, Param, digits, documented
 from app.web.shapes import (
     AssetOut,
     CampaignOut,
@@ -35,7 +35,7 @@ bp = Blueprint("workspace_api", __name__, url_prefix="/api")
 MAX_LIMIT = 100
 PAGE = (
     Param("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, "default 50"),
-    Param("cursor", {"type": "string", "pattern": "^[0-9]{1,10}$"}, "next_cursor of a page"),
+    Param("cursor", digits(10, "next_cursor of a page (one past the last id: an empty page)")),
 )
 
 
@@ -85,7 +85,7 @@ def _limit() -> int:
 
 def _cursor() -> int:
     raw = request.args.get("cursor", "0")
-    if not re.fullmatch(r"[0-9]{1,10}", raw) or int(raw) > MAX_ID:
+    if not re.fullmatch(r"[0-9]{1,10}", raw):
         raise ApiError(
             400, "'cursor' is not one this API gave out.", "INVALID_FIELD", field="cursor"
         )
@@ -113,6 +113,9 @@ def _validated(form_class, current: dict | None = None, **configure):
     form = form_class(formdata=MultiDict(values), meta={"csrf": False})
     for name, choices in configure.items():
         getattr(form, name).choices = choices
+        if name in data and getattr(form, name).data not in {value for value, _ in choices}:
+            # An id of something that is not yours, or absent: 404, as in a path.
+            raise ApiError(404, f"'{name}': no such item of yours.", "NOT_FOUND", field=name)
     if not form.validate():
         name, messages = next(iter(form.errors.items()))
         label = getattr(form, name).label.text
@@ -124,13 +127,26 @@ def _form_value(form_class, name: str, value) -> str:
     """A JSON value as the form field reads it from a browser."""
     shape = getattr(form_class, "api_shapes", {}).get(name, {})
     if shape.get("type") == "array":
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise ApiError(400, f"'{name}' must be a list of strings.", "INVALID_FIELD", field=name)
+        # Exactly the document's list: each item a whole colour (the page's text field
+        # trims and splits; a list item is taken as it is), at most maxItems.
+        if (
+            not isinstance(value, list)
+            or len(value) > shape["maxItems"]
+            or not all(isinstance(item, str) and HEX_COLOUR.fullmatch(item) for item in value)
+        ):
+            raise ApiError(
+                400,
+                f"'{name}' must be a list of at most {shape['maxItems']} colours like #1f6feb.",
+                "INVALID_FIELD",
+                field=name,
+            )
         return ", ".join(value)
     if name == "offer_id":
         if value is None:
-            return "0"
-        if isinstance(value, bool) or not isinstance(value, int):
+            return "0"  # the form's "Any offer"
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON Schema's integer takes 2.0 as 2
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
             raise ApiError(
                 400, "'offer_id' must be an offer's id or null.", "INVALID_FIELD", field=name
             )
@@ -328,7 +344,7 @@ def asset(asset_id: int):
 
 
 @bp.get("/assets/<int:asset_id>/image")
-@documented("GET", "The image itself", media_type="image/png")
+@documented("GET", "The image itself (PNG placeholder artwork until made)", media_type="image/*")
 @login_required
 def asset_file(asset_id: int):
     return asset_image(asset_id)

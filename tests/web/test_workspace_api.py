@@ -48,8 +48,12 @@ def test_offers_four_verbs(client, user, auth):
         ({}, "name", "This field is required"),
         ({"name": "   "}, "name", "This field is required"),
         ({"name": "x" * 121}, "name", "120"),
-        ({"name": "A", "brand_colors": ["teal"]}, "brand_colors", "is not a colour"),
-        ({"name": "A", "brand_colors": "#aa0000"}, "brand_colors", "list of strings"),
+        ({"name": "A", "brand_colors": ["teal"]}, "brand_colors", "colours like #1f6feb"),
+        ({"name": "A", "brand_colors": "#aa0000"}, "brand_colors", "list of at most 20"),
+        # As the document says: whole colours (no padding, no comma lists), at most 20.
+        ({"name": "A", "brand_colors": [" #aa0000"]}, "brand_colors", "colours like"),
+        ({"name": "A", "brand_colors": ["#aa0000,#bb0000"]}, "brand_colors", "colours like"),
+        ({"name": "A", "brand_colors": ["#aa0000"] * 21}, "brand_colors", "at most 20"),
         ({"name": 7}, "name", "must be a string"),
         ({"name": "A", "colour": "x"}, "colour", "Unknown field"),
     ],
@@ -70,7 +74,10 @@ def test_personas_take_only_your_own_offer(app, client, user, auth, bob):
     foreign = client.post(
         "/api/personas", json={"name": "Ann", "offer_id": bob["offer"]}, headers=headers
     )
-    assert foreign.status_code == 400 and foreign.get_json()["error"]["field"] == "offer_id"
+    # Not yours: 404, as an id in a path (the document's offer_id is any id from 1).
+    assert foreign.status_code == 404 and foreign.get_json()["error"]["field"] == "offer_id"
+    zero = client.post("/api/personas", json={"name": "Ann", "offer_id": 0}, headers=headers)
+    assert zero.status_code == 400 and zero.get_json()["error"]["field"] == "offer_id"
     created = client.post(
         "/api/personas", json={"name": "Ann", "offer_id": mine, "pains": "Time"}, headers=headers
     )
