@@ -133,7 +133,11 @@ const Composer = (() => {
       if (event.detail.elt !== form()) return;
       const sent = sending;
       sending = null;
-      if (!event.detail.successful || sent === null) return;
+      // A draft's first message answers with HX-Redirect (to the new chat), for which
+      // htmx never sets `successful`: a 2xx is a send all the same.
+      const { xhr } = event.detail;
+      const redirected = Boolean(xhr && xhr.status >= 200 && xhr.status < 300 && xhr.getResponseHeader("HX-Redirect"));
+      if (!(event.detail.successful || redirected) || sent === null) return;
       const input = box();
       if (input && input.value === sent) input.value = "";
       forget(sent);

@@ -63,7 +63,7 @@ bp = Blueprint("chat", __name__)
 bp.add_app_template_global(shown_chat_id)
 
 
-def _page(conversation: Conversation | None, draft: bool = False):
+def _page(conversation: Conversation | None, new_chat: bool = False):
     session = db_session()
     rows = shown_rows(session, conversation) if conversation else []
     starters, pending = starters_for(current_user) if not rows else ([], False)
@@ -71,7 +71,7 @@ def _page(conversation: Conversation | None, draft: bool = False):
         "chat/page.html",
         conversations=conversations_for(session, current_user.id),
         conversation=conversation,
-        draft=draft,
+        new_chat=new_chat,  # (not `draft`: the composer prints a `draft` as its text)
         rows=rows,
         busy=conversation is not None and conversation.status == ConversationStatus.STREAMING,
         form=ConfirmForm(),
@@ -104,7 +104,7 @@ def draft():
     (to /chats/start), so clicking it leaves no empty chat behind."""
     if _must_onboard():
         return redirect(url_for("chat.welcome"))
-    return _page(None, draft=True)
+    return _page(None, new_chat=True)
 
 
 @bp.get("/chats/<int:conversation_id>")

@@ -208,3 +208,28 @@ def test_files_attached_one_removed_and_the_rest_shown_on_the_sent_row(
     assert "brief.md" in said and "notes.txt" in said and "wrong.txt" not in said
     page.reload()
     assert page.locator("#m-1 .row-file").count() == 2
+
+
+def test_a_new_chat_opens_empty_and_keeps_its_draft_across_a_reload(
+    page, live_server, person, fake_model
+):
+    log_in(page, live_server)
+    page.click("text=+ New chat")
+    page.wait_for_url("**/chats/new")
+    assert page.input_value("#composer-input") == ""
+    page.click("#composer-input")
+    page.keyboard.type("Plan my spring launch")
+    page.reload()
+    assert page.input_value("#composer-input") == "Plan my spring launch"
+
+    fake_model.script(Turn(text("Happy to plan it.")))
+    page.click("#composer-input")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/chats/\d+$"))
+    page.wait_for_selector(".row-host:has-text('Happy to plan it.')")
+    assert page.inner_text("#rows .row-user .row-body") == "Plan my spring launch"
+    assert page.inner_text("#chat-title") == "Plan my spring launch"
+    # Sent: the next new chat starts empty again.
+    page.click("text=+ New chat")
+    page.wait_for_url("**/chats/new")
+    assert page.input_value("#composer-input") == ""
