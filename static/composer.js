@@ -124,6 +124,7 @@ const Composer = (() => {
       if (event.detail.elt !== form()) return;
       if (socketDown()) {
         event.preventDefault();
+        socketWasDown = true;
         refuse(notSentOffline);
         return;
       }
@@ -147,7 +148,8 @@ const Composer = (() => {
       if (event.detail.elt === form()) refuse(notSentUnreachable);
     });
 
-    document.body.addEventListener("htmx:wsClose", () => { socketWasDown = true; });
+    // The header says when the socket drops and comes back (app.js); the toast only
+    // follows a send that was refused meanwhile.
     document.body.addEventListener("htmx:wsOpen", () => {
       if (!socketWasDown) return;
       socketWasDown = false;

@@ -233,3 +233,40 @@ def test_a_new_chat_opens_empty_and_keeps_its_draft_across_a_reload(
     page.click("text=+ New chat")
     page.wait_for_url("**/chats/new")
     assert page.input_value("#composer-input") == ""
+
+
+def test_a_dropped_socket_says_reconnecting_after_two_seconds_then_connected_again(
+    page, live_server, person
+):
+    sockets = []
+
+    def through(ws):
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r".*/ws/chats/\d+"), through)
+    log_in(page, live_server)
+    new_chat(page, live_server)
+    state = page.locator("#connection-state")
+    assert state.get_attribute("role") == "status"  # polite, never a dialog
+
+    # A blip (back within two seconds) says nothing.
+    page.evaluate("htmx.config.wsReconnectDelay = () => 200")
+    sockets[-1].close(code=1012, reason="restarting")
+    page.wait_for_selector("body[data-socket=closed]", state="attached")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    assert state.inner_text() == ""
+
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.evaluate("htmx.config.wsReconnectDelay = () => 4000")
+        closed_at = page.evaluate("Date.now()")
+        sockets[-1].close(code=1006, reason="")
+        page.wait_for_selector("#connection-state:has-text('Reconnecting…')")
+        assert page.evaluate("Date.now()") - closed_at >= 1900
+        assert state.is_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        page.wait_for_selector("#connection-state:has-text('Connected again')")
+        assert state.is_visible()
+        page.wait_for_selector("#connection-state", state="hidden")  # faded, then gone
+    assert page.locator("dialog[open], [role=alertdialog]").count() == 0
