@@ -166,12 +166,34 @@ const ConnectionState = (() => {
     if (region.textContent !== text) region.textContent = text;
   }
 
+  // The chat was deleted (the socket's frame swapped the notice in): the notice instead of
+  // the chat, whose socket this page then closes (htmx closes it with its element; a
+  // close from the server could lose the frame); focus goes to the notice if it was in
+  // what is now hidden.
+  function chatGone() {
+    const notice = document.getElementById("chat-deleted");
+    if (!notice || document.body.classList.contains("chat-gone")) return;
+    const active = document.activeElement;
+    const lost = !active || active === document.body || Boolean(active.closest("#chat, #composer-area"));
+    notice.hidden = false;
+    document.body.classList.add("chat-gone");
+    if (lost) document.getElementById("chat-deleted-title")?.focus();
+    setTimeout(() => {
+      const chat = document.getElementById("chat");
+      if (chat && window.htmx) window.htmx.remove(chat);
+    }, 0);
+  }
+
   function wire() {
     if (!document.getElementById("connection-state")) return;
+    document.body.addEventListener("htmx:wsAfterMessage", () => {
+      const notice = document.getElementById("chat-deleted");
+      if (notice && !notice.hidden) chatGone();
+    });
     document.body.addEventListener("htmx:wsClose", (event) => {
       const code = event.detail?.event?.code;
       clearTimeout(downTimer);
-      if (document.body.classList.contains("chat-deleted") || !reconnects.includes(code)) {
+      if (document.body.classList.contains("chat-gone") || !reconnects.includes(code)) {
         show("", null);
         return;
       }

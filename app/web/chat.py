@@ -35,7 +35,7 @@ from app.chat.conversations import (
 )
 from app.chat.models import Conversation, ConversationStatus, Message
 from app.db import utcnow
-from app.events import ConversationChanged
+from app.events import ConversationChanged, ConversationDeleted
 from app.web.access import (
     is_htmx,
     owned_before_waiting,
@@ -259,9 +259,15 @@ def item(conversation_id: int):
 @bp.post("/chats/<int:conversation_id>/delete")
 @login_required
 def delete(conversation_id: int):
-    """Delete the chat with its rows and runs (a reply being written is cancelled)."""
+    """Delete the chat with its rows and runs (a reply being written is cancelled). Every
+    tab of the person hears of it (the socket's `conversationDeleted`): the list item
+    goes, and a tab showing the chat says it was deleted. This tab, showing it, goes to
+    the chat list's first chat (or the empty state), its address with it."""
     conversation = owned_or_404(Conversation, conversation_id)
     delete_conversation(conversation.id)
+    current_app.extensions["services"].hub.publish_user(
+        current_user.id, ConversationDeleted(conversation.id)
+    )
     if is_htmx():
         response = make_response("", 200)
         if shown_chat_id() == conversation.id:
