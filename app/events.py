@@ -118,6 +118,15 @@ class BranchChanged:
 
 
 @dataclass(frozen=True)
+class ConversationDeleted:
+    """A chat of the person was deleted: every socket of theirs drops it from the list, and
+    a page showing it says so (and closes its socket)."""
+
+    conversation_id: int
+    kind: Literal["conversationDeleted"] = "conversationDeleted"
+
+
+@dataclass(frozen=True)
 class AccessEnded:
     """Some of a person's ways in ended, so their sockets opened by it close (1008).
     Published to the person (every process's sockets of theirs get it), never sent to a
@@ -144,10 +153,11 @@ Event = (
     | Keepalive
     | ConversationChanged
     | BranchChanged
+    | ConversationDeleted
     | AccessEnded
 )
 
-_CAMEL = {"run_id": "runId", "tool_use_id": "toolUseId"}
+_CAMEL = {"run_id": "runId", "tool_use_id": "toolUseId", "conversation_id": "conversationId"}
 
 
 def to_wire(event: Event) -> dict[str, Any]:

@@ -131,6 +131,7 @@ const Loopdesk = (() => {
 
   function start() {
     watchChat();
+    ConnectionState.wire();
     Toasts.wire();
     Theme.wire();
     Menus.wire();
@@ -142,6 +143,79 @@ const Loopdesk = (() => {
   }
 
   return { start, normalizeRows };
+})();
+
+// The socket's state, quietly (a polite status in the chat's header, never a modal): a
+// drop that htmx will reconnect from says "Reconnecting…" once it has lasted two seconds
+// (a blip says nothing), and the reconnect "Connected again", which then fades.
+const ConnectionState = (() => {
+  const DOWN_MS = 2000;
+  const SHOWN_MS = 3000;
+  const FADE_MS = 700;
+  const reconnects = [1006, 1011, 1012, 1013]; // the close codes htmx reconnects after
+  let downTimer = null;
+  let fadeTimer = null;
+  let said = false; // "Reconnecting…" was shown for this drop
+
+  function show(text, state) {
+    const region = document.getElementById("connection-state");
+    if (!region) return;
+    clearTimeout(fadeTimer);
+    region.classList.remove("connection-down", "connection-back", "connection-fading");
+    if (state) region.classList.add(state);
+    if (region.textContent !== text) region.textContent = text;
+  }
+
+  // The chat was deleted (the socket's frame swapped the notice in): the notice instead of
+  // the chat, whose socket this page then closes (htmx closes it with its element; a
+  // close from the server could lose the frame); focus goes to the notice if it was in
+  // what is now hidden.
+  function chatGone() {
+    const notice = document.getElementById("chat-deleted");
+    if (!notice || document.body.classList.contains("chat-gone")) return;
+    const active = document.activeElement;
+    const lost = !active || active === document.body || Boolean(active.closest("#chat, #composer-area"));
+    notice.hidden = false;
+    document.body.classList.add("chat-gone");
+    if (lost) document.getElementById("chat-deleted-title")?.focus();
+    setTimeout(() => {
+      const chat = document.getElementById("chat");
+      if (chat && window.htmx) window.htmx.remove(chat);
+    }, 0);
+  }
+
+  function wire() {
+    if (!document.getElementById("connection-state")) return;
+    document.body.addEventListener("htmx:wsAfterMessage", () => {
+      const notice = document.getElementById("chat-deleted");
+      if (notice && !notice.hidden) chatGone();
+    });
+    document.body.addEventListener("htmx:wsClose", (event) => {
+      const code = event.detail?.event?.code;
+      clearTimeout(downTimer);
+      if (document.body.classList.contains("chat-gone") || !reconnects.includes(code)) {
+        show("", null);
+        return;
+      }
+      downTimer = setTimeout(() => {
+        said = true;
+        show("Reconnecting…", "connection-down");
+      }, DOWN_MS);
+    });
+    document.body.addEventListener("htmx:wsOpen", () => {
+      clearTimeout(downTimer);
+      if (!said) return;
+      said = false;
+      show("Connected again", "connection-back");
+      const region = document.getElementById("connection-state");
+      fadeTimer = setTimeout(() => {
+        region.classList.add("connection-fading");
+        fadeTimer = setTimeout(() => show("", null), FADE_MS);
+      }, SHOWN_MS);
+    });
+  }
+
+  return { wire };
 })();
 
 // Row times and day separators. The server writes each row's UTC instant in a

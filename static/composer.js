@@ -124,6 +124,7 @@ const Composer = (() => {
       if (event.detail.elt !== form()) return;
       if (socketDown()) {
         event.preventDefault();
+        socketWasDown = true;
         refuse(notSentOffline);
         return;
       }
@@ -133,7 +134,11 @@ const Composer = (() => {
       if (event.detail.elt !== form()) return;
       const sent = sending;
       sending = null;
-      if (!event.detail.successful || sent === null) return;
+      // A draft's first message answers with HX-Redirect (to the new chat), for which
+      // htmx never sets `successful`: a 2xx is a send all the same.
+      const { xhr } = event.detail;
+      const redirected = Boolean(xhr && xhr.status >= 200 && xhr.status < 300 && xhr.getResponseHeader("HX-Redirect"));
+      if (!(event.detail.successful || redirected) || sent === null) return;
       const input = box();
       if (input && input.value === sent) input.value = "";
       forget(sent);
@@ -143,7 +148,8 @@ const Composer = (() => {
       if (event.detail.elt === form()) refuse(notSentUnreachable);
     });
 
-    document.body.addEventListener("htmx:wsClose", () => { socketWasDown = true; });
+    // The header says when the socket drops and comes back (app.js); the toast only
+    // follows a send that was refused meanwhile.
     document.body.addEventListener("htmx:wsOpen", () => {
       if (!socketWasDown) return;
       socketWasDown = false;

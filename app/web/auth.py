@@ -22,10 +22,7 @@ from app.web.socket_access import announce_sessions_ended
 bp = Blueprint("auth", __name__)
 
 LOGIN_FAILED = "That email and password do not match an account."
-SIGNED_UP = (
-    "If that email was new, its account is ready: log in with the password you chose. "
-    "If it already had an account, log in with that account's password."
-)
+EMAIL_TAKEN = "That email already has an account: log in with its password."
 
 
 def _settings():
@@ -101,7 +98,8 @@ def _slowed_down(seconds: int):
         "Too many failed logins for this account from this address. "
         f"Try again in {seconds} seconds."
     )
-    return error_response(429, "RATE_LIMITED", message, {"Retry-After": str(seconds)})
+    back = (url_for("auth.login"), "Back to the login page")
+    return error_response(429, "RATE_LIMITED", message, {"Retry-After": str(seconds)}, back=back)
 
 
 @bp.route("/signup", methods=["GET", "POST"])
@@ -109,8 +107,9 @@ def _slowed_down(seconds: int):
     lambda: _settings().rate_limit_signup, key_func=_address_key, methods=["POST"], scope="signup"
 )
 def signup():
-    """A taken email answers exactly like a new one (same redirect, same message, a
-    password hash either way): sign-up does not tell who has an account."""
+    """A new account is signed in at once (its first page is the welcome step). A taken
+    email creates nothing and goes to the login page; a password is hashed either way, so
+    the time taken does not tell (docs/security.md)."""
     if not _settings().open_signup:
         return render_template("auth/signup_closed.html"), 403
     form = SignupForm()
@@ -123,11 +122,13 @@ def signup():
     except AccountError:
         session.rollback()
         spend_a_password_hash(form.password.data)  # what creating the account costs
-    else:
-        user.needs_onboarding = True  # only self-made accounts get the welcome step
-        session.commit()
-    flash(SIGNED_UP)
-    return redirect(url_for("auth.login"))
+        flash(EMAIL_TAKEN)
+        return redirect(url_for("auth.login"))
+    user.needs_onboarding = True  # only self-made accounts get the welcome step
+    session.commit()
+    start_session(user)
+    flash("Welcome to Loopdesk.")
+    return redirect(url_for("chat.index"))
 
 
 @bp.route("/logout", methods=["GET", "POST"])

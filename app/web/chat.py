@@ -35,7 +35,7 @@ from app.chat.conversations import (
 )
 from app.chat.models import Conversation, ConversationStatus, Message
 from app.db import utcnow
-from app.events import ConversationChanged
+from app.events import ConversationChanged, ConversationDeleted
 from app.web.access import (
     is_htmx,
     owned_before_waiting,
@@ -63,7 +63,7 @@ bp = Blueprint("chat", __name__)
 bp.add_app_template_global(shown_chat_id)
 
 
-def _page(conversation: Conversation | None, draft: bool = False):
+def _page(conversation: Conversation | None, new_chat: bool = False):
     session = db_session()
     rows = shown_rows(session, conversation) if conversation else []
     starters, pending = starters_for(current_user) if not rows else ([], False)
@@ -71,7 +71,7 @@ def _page(conversation: Conversation | None, draft: bool = False):
         "chat/page.html",
         conversations=conversations_for(session, current_user.id),
         conversation=conversation,
-        draft=draft,
+        new_chat=new_chat,  # (not `draft`: the composer prints a `draft` as its text)
         rows=rows,
         busy=conversation is not None and conversation.status == ConversationStatus.STREAMING,
         form=ConfirmForm(),
@@ -104,7 +104,7 @@ def draft():
     (to /chats/start), so clicking it leaves no empty chat behind."""
     if _must_onboard():
         return redirect(url_for("chat.welcome"))
-    return _page(None, draft=True)
+    return _page(None, new_chat=True)
 
 
 @bp.get("/chats/<int:conversation_id>")
@@ -259,9 +259,15 @@ def item(conversation_id: int):
 @bp.post("/chats/<int:conversation_id>/delete")
 @login_required
 def delete(conversation_id: int):
-    """Delete the chat with its rows and runs (a reply being written is cancelled)."""
+    """Delete the chat with its rows and runs (a reply being written is cancelled). Every
+    tab of the person hears of it (the socket's `conversationDeleted`): the list item
+    goes, and a tab showing the chat says it was deleted. This tab, showing it, goes to
+    the chat list's first chat (or the empty state), its address with it."""
     conversation = owned_or_404(Conversation, conversation_id)
     delete_conversation(conversation.id)
+    current_app.extensions["services"].hub.publish_user(
+        current_user.id, ConversationDeleted(conversation.id)
+    )
     if is_htmx():
         response = make_response("", 200)
         if shown_chat_id() == conversation.id:

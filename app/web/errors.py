@@ -41,7 +41,9 @@ class ApiError(Exception):
         self.field = field  # the input at fault, named in JSON errors
 
 
-def error_response(status: int, code: str, message: str, headers=None, field=None):
+def error_response(status: int, code: str, message: str, headers=None, field=None, back=None):
+    """`back`: (href, label) of the error page's way on; by default the person's chats,
+    or the login page for a visitor who is not logged in (templates/error.html)."""
     if request.headers.get("HX-Request") == "true" and not request.path.startswith("/api/"):
         # An htmx request swaps a fragment: say what went wrong in the page's banner.
         response = make_response(render_template("chat/_banner.html", message=message), status)
@@ -52,7 +54,9 @@ def error_response(status: int, code: str, message: str, headers=None, field=Non
             body["field"] = field
         response = jsonify({"error": body})
     else:
-        response = make_response(render_template("error.html", status=status, message=message))
+        response = make_response(
+            render_template("error.html", status=status, message=message, back=back)
+        )
     response.status_code = status
     for name, value in (headers or {}).items():
         response.headers[name] = value
@@ -70,17 +74,35 @@ def _retry_after() -> int:
     return max(1, math.ceil(limit.window[0] - time.time()))
 
 
-def _limited_what() -> str:
+def _limited_what() -> tuple[str, tuple[str, str] | None]:
+    """What was limited, in the person's words, and the way on from the page that says so
+    (None: the default, their chats or the login page)."""
+    from flask import url_for
+
     from app.web.extensions import DATA_DOWNLOAD_SCOPE, MODEL_WORK_SCOPE, limiter
 
     limit = limiter.current_limit
-    if limit is not None and MODEL_WORK_SCOPE in limit.key:
-        return "Too many requests that call the model."
-    if limit is not None and "login-address" in limit.key:
-        return "Too many login attempts from this address."
-    if limit is not None and DATA_DOWNLOAD_SCOPE in limit.key:
-        return "Too many downloads of all your data."
-    return "Too many messages."
+    key = limit.key if limit is not None else ""
+    endpoint = request.endpoint or ""
+    if endpoint == "auth.signup":
+        return "Too many sign-ups from this address.", (url_for("auth.login"), "Log in")
+    if endpoint == "auth.login":
+        return "Too many login attempts from this address.", (
+            url_for("auth.login"),
+            "Back to the login page",
+        )
+    if endpoint == "settings.change_password":
+        return "Too many password changes.", (url_for("settings.page"), "Back to your settings")
+    if DATA_DOWNLOAD_SCOPE in key:
+        return "Too many downloads of all your data.", (
+            url_for("settings.page"),
+            "Back to your settings",
+        )
+    if MODEL_WORK_SCOPE in key:
+        return "Too many requests that call the model.", None
+    if "messages" in key:
+        return "Too many messages.", None
+    return "Too many requests.", None
 
 
 def _wait_text(seconds: int) -> str:
@@ -112,8 +134,11 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(429)
     def _rate_limited(error):
         retry_after = _retry_after()
-        message = f"{_limited_what()} Try again in {_wait_text(retry_after)}."
-        return error_response(429, "RATE_LIMITED", message, {"Retry-After": str(retry_after)})
+        what, back = _limited_what()
+        message = f"{what} Try again in {_wait_text(retry_after)}."
+        return error_response(
+            429, "RATE_LIMITED", message, {"Retry-After": str(retry_after)}, back=back
+        )
 
     @app.errorhandler(HTTPException)
     def _http(error: HTTPException):

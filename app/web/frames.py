@@ -132,6 +132,12 @@ class HtmlFrames:
                 return _template("chat/_keepalive.html")
             case ev.RunError(message=message):
                 return _template("chat/_banner.html", message=message, swap_oob=True)
+            case ev.ConversationDeleted(conversation_id=deleted):
+                html = _template("chat/_conversation_item.html", item={"id": deleted}, removed=True)
+                if deleted == self.conversation_id:
+                    html += _template("chat/_chat_deleted.html", deleted=True, swap_oob=True)
+                    html += _template("chat/_chat_title.html", title="Deleted chat", swap_oob=True)
+                return html
             case ev.ConversationChanged(conversation=conversation):
                 html = self.title(conversation)
                 shown_here = conversation["id"] == self.conversation_id

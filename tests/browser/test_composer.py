@@ -208,3 +208,65 @@ def test_files_attached_one_removed_and_the_rest_shown_on_the_sent_row(
     assert "brief.md" in said and "notes.txt" in said and "wrong.txt" not in said
     page.reload()
     assert page.locator("#m-1 .row-file").count() == 2
+
+
+def test_a_new_chat_opens_empty_and_keeps_its_draft_across_a_reload(
+    page, live_server, person, fake_model
+):
+    log_in(page, live_server)
+    page.click("text=+ New chat")
+    page.wait_for_url("**/chats/new")
+    assert page.input_value("#composer-input") == ""
+    page.click("#composer-input")
+    page.keyboard.type("Plan my spring launch")
+    page.reload()
+    assert page.input_value("#composer-input") == "Plan my spring launch"
+
+    fake_model.script(Turn(text("Happy to plan it.")))
+    page.click("#composer-input")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/chats/\d+$"))
+    page.wait_for_selector(".row-host:has-text('Happy to plan it.')")
+    assert page.inner_text("#rows .row-user .row-body") == "Plan my spring launch"
+    assert page.inner_text("#chat-title") == "Plan my spring launch"
+    # Sent: the next new chat starts empty again.
+    page.click("text=+ New chat")
+    page.wait_for_url("**/chats/new")
+    assert page.input_value("#composer-input") == ""
+
+
+def test_a_dropped_socket_says_reconnecting_after_two_seconds_then_connected_again(
+    page, live_server, person
+):
+    sockets = []
+
+    def through(ws):
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r".*/ws/chats/\d+"), through)
+    log_in(page, live_server)
+    new_chat(page, live_server)
+    state = page.locator("#connection-state")
+    assert state.get_attribute("role") == "status"  # polite, never a dialog
+
+    # A blip (back within two seconds) says nothing.
+    page.evaluate("htmx.config.wsReconnectDelay = () => 200")
+    sockets[-1].close(code=1012, reason="restarting")
+    page.wait_for_selector("body[data-socket=closed]", state="attached")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    assert state.inner_text() == ""
+
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.evaluate("htmx.config.wsReconnectDelay = () => 4000")
+        closed_at = page.evaluate("Date.now()")
+        sockets[-1].close(code=1006, reason="")
+        page.wait_for_selector("#connection-state:has-text('Reconnecting…')")
+        assert page.evaluate("Date.now()") - closed_at >= 1900
+        assert state.is_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        page.wait_for_selector("#connection-state:has-text('Connected again')")
+        assert state.is_visible()
+        page.wait_for_selector("#connection-state", state="hidden")  # faded, then gone
+    assert page.locator("dialog[open], [role=alertdialog]").count() == 0

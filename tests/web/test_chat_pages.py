@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from app.chat.models import Conversation, Message
@@ -87,6 +89,7 @@ def test_new_chat_is_a_link_to_a_draft(app, client, user):
     assert '<h1 id="chat-title">New chat</h1>' in html
     assert 'hx-post="/chats/start"' in html  # its composer creates the chat
     assert "ws-connect" not in html  # nothing to listen to yet
+    assert re.search(r'<textarea id="composer-input"[^>]*>\s*</textarea>', html)  # empty
     assert count(app, Conversation) == 0
 
 

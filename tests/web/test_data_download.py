@@ -65,6 +65,7 @@ def test_downloads_past_the_limit_answer_429_saying_they_are_downloads(app, clie
     refused = client.get("/settings/data.zip")
     assert refused.status_code == 429
     assert "Too many downloads of all your data" in refused.get_data(as_text=True)
+    assert '<a href="/settings">Back to your settings</a>' in refused.get_data(as_text=True)
     assert 0 < int(refused.headers["Retry-After"]) <= 3600
     scripted = client.get("/api/export", headers=bearer(raw))
     assert scripted.status_code == 429

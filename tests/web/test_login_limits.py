@@ -108,7 +108,9 @@ def test_one_address_guessing_many_accounts_is_throttled_hard(make_app):
     assert statuses == [400, 400, 400]
     refused = attempt_response(sprayer, "di@example.com", PASSWORD)
     assert refused.status_code == 429
-    assert "login attempts" in refused.get_data(as_text=True)
+    page = refused.get_data(as_text=True)
+    assert "login attempts" in page
+    assert "Back to the login page" in page and "Back to your chats" not in page
     assert attempt(browser(app, address="192.0.2.77"), "di@example.com", PASSWORD) == 302
 
 
