@@ -153,7 +153,11 @@ const ConnectionState = (() => {
   const SHOWN_MS = 3000;
   const FADE_MS = 700;
   const reconnects = [1006, 1011, 1012, 1013]; // the close codes htmx reconnects after
+  const POLICY_VIOLATION = 1008; // the server ended the access this socket had (docs/CONTRACT.md)
+  const SESSION_ENDED = "Your session ended: log in again.";
   let downTimer = null;
+  let endedShown = false;
+  let checking = false;
   let fadeTimer = null;
   let said = false; // "Reconnecting…" was shown for this drop
 
@@ -184,6 +188,27 @@ const ConnectionState = (() => {
     }, 0);
   }
 
+  // The session ended (logged out in another tab, a new password...): nothing more will
+  // come, so say so with a way back in, once.
+  function sessionEnded(reason) {
+    if (endedShown) return;
+    endedShown = true;
+    const next = encodeURIComponent(location.pathname + location.search);
+    Toasts.error(reason || SESSION_ENDED, { href: `/login?next=${next}`, label: "Log in" });
+    clearTimeout(downTimer);
+    show("", null);
+  }
+
+  // A close without its reason (a proxy, or a connection cut before the close frame
+  // arrived) may still be the session's end: ask once per outage.
+  function checkSession() {
+    if (checking || endedShown) return;
+    checking = true;
+    fetch("/api/chats?limit=1", { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then((answer) => { if (answer.status === 401) sessionEnded(""); })
+      .catch(() => { /* unreachable: the reconnect says so */ });
+  }
+
   function wire() {
     if (!document.getElementById("connection-state")) return;
     document.body.addEventListener("htmx:wsAfterMessage", () => {
@@ -193,6 +218,11 @@ const ConnectionState = (() => {
     document.body.addEventListener("htmx:wsClose", (event) => {
       const code = event.detail?.event?.code;
       clearTimeout(downTimer);
+      if (!document.body.classList.contains("chat-gone")) {
+        if (code === POLICY_VIOLATION) sessionEnded(event.detail.event.reason);
+        else checkSession();
+      }
+      if (endedShown) return; // no "Reconnecting…": it would not
       if (document.body.classList.contains("chat-gone") || !reconnects.includes(code)) {
         show("", null);
         return;
@@ -203,6 +233,7 @@ const ConnectionState = (() => {
       }, DOWN_MS);
     });
     document.body.addEventListener("htmx:wsOpen", () => {
+      checking = false;
       clearTimeout(downTimer);
       if (!said) return;
       said = false;
@@ -433,17 +464,26 @@ const Copy = (() => {
 const Toasts = (() => {
   let infoTimer = null;
 
-  function error(message) {
+  // `link` ({href, label}): a way on, after the message.
+  function error(message, link) {
     const banner = document.getElementById("banner");
     if (!banner) return;
     const text = document.createElement("span");
     text.textContent = message;
+    const parts = [text];
+    if (link) {
+      const a = document.createElement("a");
+      a.href = link.href;
+      a.textContent = link.label;
+      a.className = "banner-link";
+      parts.push(document.createTextNode(" "), a);
+    }
     const close = document.createElement("button");
     close.type = "button";
     close.className = "link banner-close";
     close.setAttribute("aria-label", "Dismiss");
     close.textContent = "×";
-    banner.replaceChildren(text, close);
+    banner.replaceChildren(...parts, close);
     banner.setAttribute("role", "alert");
     banner.classList.add("banner-shown");
   }

@@ -131,7 +131,7 @@ def chat_socket(ws, conversation_id: int):
             _serve(ws, services, conversation_id, access)
         except AccessGone:
             if ws.connected:
-                ws.close(reason=POLICY_VIOLATION, message=access.ended_message)
+                _refuse(ws, POLICY_VIOLATION, access.ended_message)
 
 
 def _refuse(ws, reason: int, message: str) -> None:
