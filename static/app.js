@@ -288,11 +288,17 @@ const LiveText = (() => {
 })();
 
 // Copy buttons: a host message as Markdown (its source is in the row's <template>), a code
-// block as its text. Delegated, so rows and live text swapped in later work too.
+// block as its text, a secret shown once (a new token) as its text. Delegated, so rows and
+// live text swapped in later work too.
 const Copy = (() => {
   let status = null;
 
   function source(button) {
+    if (button.dataset.copy === "text") {
+      // <button data-copy="text" data-copy-of="<id>">: that element's text.
+      const shown = document.getElementById(button.dataset.copyOf || "");
+      return shown ? shown.textContent : null;
+    }
     if (button.dataset.copy === "code") {
       const code = button.closest(".code-block")?.querySelector("pre > code");
       return code ? code.textContent : null;
