@@ -139,6 +139,7 @@ const Loopdesk = (() => {
     wireTabTitle();
     LiveText.wire();
     Copy.wire();
+    SkipLinks.wire();
   }
 
   return { start, normalizeRows };
@@ -354,6 +355,28 @@ const Copy = (() => {
         confirm(button, "Copy failed");
       }
     });
+  }
+
+  return { wire };
+})();
+
+// The first Tab on a page reaches the skip links, also when a script put the focus
+// somewhere as the page loaded (the message box, a waiting card), as long as the person
+// has done nothing else yet.
+const SkipLinks = (() => {
+  function wire() {
+    let untouched = true;
+    document.addEventListener("pointerdown", () => { untouched = false; }, true);
+    document.addEventListener("keydown", (event) => {
+      if (!untouched) return;
+      untouched = false;
+      if (event.key !== "Tab" || event.shiftKey || event.altKey || event.ctrlKey || event.metaKey) return;
+      const first = document.querySelector(".skip-link");
+      const active = document.activeElement;
+      if (!first || !active || active === document.body || active === first) return;
+      event.preventDefault();
+      first.focus();
+    }, true);
   }
 
   return { wire };
