@@ -141,6 +141,7 @@ def _init_templates(app: Flask, settings: Settings) -> None:
     from app.chat.models import ConversationStatus
     from app.chat.provenance import source_label
     from app.kinds import CardKind, CardStatus, OutputKind, RowKind
+    from app.llm.errors import retry_text
     from app.web import times
     from app.web.markdown import render_markdown, render_message
 
@@ -148,6 +149,7 @@ def _init_templates(app: Flask, settings: Settings) -> None:
     app.jinja_env.filters["markdown"] = render_markdown
     app.jinja_env.filters["message_markdown"] = render_message
     app.jinja_env.filters["untrusted_source_label"] = source_label
+    app.jinja_env.filters["retry_text"] = retry_text
     # The templates compare row kinds and statuses against these, not bare strings.
     app.jinja_env.globals.update(
         RowKind=RowKind,

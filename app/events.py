@@ -11,6 +11,9 @@ from typing import Any, Literal, get_args
 TimelineStage = Literal["resolving_context", "writing", "presenting"]
 TimelineState = Literal["started", "done"]
 WaitState = Literal["thinking", "retrying"]
+# Why a model call is retried (app.llm.errors.retry_reason): the server is busy (overloaded
+# or rate-limited), failed, took too long, or could not be reached.
+RetryReason = Literal["busy", "server_error", "timeout", "unreachable"]
 
 
 @dataclass(frozen=True)
@@ -81,13 +84,14 @@ class RunError:
 @dataclass(frozen=True)
 class Status:
     """The run waits on the model with nothing of this model call shown yet: `thinking`,
-    or `retrying` (the model server is busy and the call is retried; any text of this
-    call streamed so far is discarded). `since`: when the wait began, in epoch
+    or `retrying` (the call failed in a way that is retried, for `reason`; any text of
+    this call streamed so far is discarded). `since`: when the wait began, in epoch
     milliseconds. Text, a timeline step, a card or a row ends the wait."""
 
     run_id: int
     state: WaitState
     since: int
+    reason: RetryReason | None = None
     kind: Literal["status"] = "status"
 
 

@@ -140,6 +140,7 @@ const Loopdesk = (() => {
     wireTabTitle();
     LiveText.wire();
     Copy.wire();
+    SkipLinks.wire();
   }
 
   return { start, normalizeRows };
@@ -393,11 +394,17 @@ const LiveText = (() => {
 })();
 
 // Copy buttons: a host message as Markdown (its source is in the row's <template>), a code
-// block as its text. Delegated, so rows and live text swapped in later work too.
+// block as its text, a secret shown once (a new token) as its text. Delegated, so rows and
+// live text swapped in later work too.
 const Copy = (() => {
   let status = null;
 
   function source(button) {
+    if (button.dataset.copy === "text") {
+      // <button data-copy="text" data-copy-of="<id>">: that element's text.
+      const shown = document.getElementById(button.dataset.copyOf || "");
+      return shown ? shown.textContent : null;
+    }
     if (button.dataset.copy === "code") {
       const code = button.closest(".code-block")?.querySelector("pre > code");
       return code ? code.textContent : null;
@@ -453,6 +460,28 @@ const Copy = (() => {
         confirm(button, "Copy failed");
       }
     });
+  }
+
+  return { wire };
+})();
+
+// The first Tab on a page reaches the skip links, also when a script put the focus
+// somewhere as the page loaded (the message box, a waiting card), as long as the person
+// has done nothing else yet.
+const SkipLinks = (() => {
+  function wire() {
+    let untouched = true;
+    document.addEventListener("pointerdown", () => { untouched = false; }, true);
+    document.addEventListener("keydown", (event) => {
+      if (!untouched) return;
+      untouched = false;
+      if (event.key !== "Tab" || event.shiftKey || event.altKey || event.ctrlKey || event.metaKey) return;
+      const first = document.querySelector(".skip-link");
+      const active = document.activeElement;
+      if (!first || !active || active === document.body || active === first) return;
+      event.preventDefault();
+      first.focus();
+    }, true);
   }
 
   return { wire };

@@ -266,9 +266,11 @@ window.LoopdeskCards = window.LoopdeskCards || (function () {
     syncValidity(step);
   }
 
-  function focusCard(card, wizard) {
+  function focusCard(card, wizard, ours) {
     if (card.getAttribute("data-status") !== "awaiting") {
-      card.focus();
+      // Answered here: the person goes on in the message box (or stays on the card).
+      var composer = ours ? document.getElementById("composer-input") : null;
+      (composer || card).focus();
       return;
     }
     if (wizard) {
@@ -294,7 +296,7 @@ window.LoopdeskCards = window.LoopdeskCards || (function () {
       if (!ours && (card !== newestAwaiting() || isTyping())) return;
       if (card.contains(document.activeElement)) return;
       var wizard = card.getAttribute("data-status") === "awaiting" ? enhance(card) : null;
-      focusCard(card, wizard);
+      focusCard(card, wizard, ours);
     }, 30);
   }
 

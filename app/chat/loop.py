@@ -271,7 +271,7 @@ class HostLoop(ToolCalls, RunEnd):
             on_thinking_start=self.watch and self.watch.reasoning_started,
             on_thinking_end=self.watch and self.watch.reasoning_ended,
             should_stop=self.is_cancelled,
-            on_retry=lambda: self.emit(ev.Status(self.run_id, "retrying", since)),
+            on_retry=lambda reason: self.emit(ev.Status(self.run_id, "retrying", since, reason)),
             watch=self.watch,
         )
         try:

@@ -101,7 +101,7 @@ def held_for_approval(tool: Tool, arguments: dict[str, Any], typed: set[str]) ->
     if tool.on_approved is not None:
         return None  # it asks the person itself, with what it will save
     if tool.call_needs_approval(arguments):
-        pause = confirmation(arguments, REASON, f"Allow {tool.name.replace('_', ' ')}?")
+        pause = confirmation(arguments, REASON, tool.held_question)
         if tool.held_details is not None:
             pause.card.update(tool.held_details(arguments))
         return pause
@@ -109,5 +109,5 @@ def held_for_approval(tool: Tool, arguments: dict[str, Any], typed: set[str]) ->
         url = str(arguments.get("url", ""))
         if normal_url(url) not in typed:
             reason = f"{REASON} You did not type this exact address yourself."
-            return fetch_confirmation(arguments, url_view(url), reason)
+            return fetch_confirmation(tool.held_question, arguments, url_view(url), reason)
     return None

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import httpx2 as httpx
 
 from app.config import Settings
-from app.llm.errors import NOT_MESSAGES_API
+from app.events import RetryReason
+from app.llm.errors import NOT_MESSAGES_API, retry_reason
 from app.llm.wire import RequestEncoder, TurnAccumulator
 
 # The anthropic SDK is imported where it is first used, never here: it is nearly half of
@@ -89,9 +90,10 @@ class StreamCallbacks:
     on_thinking_end: Callable[[], None] | None = None
     on_activity: Callable[[], None] | None = None
     should_stop: Callable[[], bool] | None = None
-    # The call failed in a way that is retried (the model server is busy, or a mid-stream
-    # error): called before each retry, while it waits. Text streamed so far is discarded.
-    on_retry: Callable[[], None] | None = None
+    # The call failed in a way that is retried (the model server is busy, failed or could
+    # not be reached, or a mid-stream error): called with the reason (app.llm.errors.
+    # retry_reason) before each retry, while it waits. Text streamed so far is discarded.
+    on_retry: Callable[[RetryReason], None] | None = None
     # The run's watchdog handle (app.chat.liveness.StreamWatch): it sees the stream open
     # and close, every event, and the reasoning spans, and may cut the connection.
     watch: Any = None
@@ -120,8 +122,8 @@ def make_anthropic(
 
 # Who hears about the SDK's retries of the call in flight in this thread (or greenlet):
 # set around one call by ModelClient, read by the middleware below.
-_retry_listener: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
-    "loopdesk_retry_listener", default=None
+_retry_listener: contextvars.ContextVar[Callable[[RetryReason], None] | None] = (
+    contextvars.ContextVar("loopdesk_retry_listener", default=None)
 )
 
 
@@ -133,12 +135,14 @@ def announce_retries(request, call_next):
 
     try:
         response = call_next(request)
-    except (anthropic.APIConnectionError, httpx.TransportError):
+    except (anthropic.APIConnectionError, httpx.TransportError) as error:
         if _retries_left(request):
-            _notify_retry()
+            slow = isinstance(error, anthropic.APITimeoutError | httpx.TimeoutException)
+            reached = not isinstance(error, httpx.ConnectTimeout)
+            _notify_retry("timeout" if slow and reached else "unreachable")
         raise
     if response.status_code >= 400 and _retries_left(request) and _sdk_retries(response):
-        _notify_retry()
+        _notify_retry(retry_reason(response.status_code))
     return response
 
 
@@ -154,10 +158,10 @@ def _sdk_retries(response) -> bool:
     return response.status_code in (408, 409, 429) or response.status_code >= 500
 
 
-def _notify_retry() -> None:
+def _notify_retry(reason: RetryReason) -> None:
     listener = _retry_listener.get()
     if listener is not None:
-        listener()
+        listener(reason)
 
 
 def _usage(usage: Any) -> dict[str, int]:
@@ -357,7 +361,7 @@ class ModelClient:
                     and attempt < MID_STREAM_RETRIES
                 ):
                     if callbacks.on_retry:
-                        callbacks.on_retry()
+                        callbacks.on_retry(retry_reason(200, kind))
                     time.sleep(random.uniform(0.2, 0.6) * (attempt + 1))
                     continue
                 raise _model_error(error) from error

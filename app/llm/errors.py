@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from app.events import RetryReason
+
 if TYPE_CHECKING:
     from app.llm.client import ModelError
 
@@ -44,6 +46,16 @@ WEB_PAGE_TEXT = (
     "The model server answered with a web page, not the Messages API (check ANTHROPIC_BASE_URL)."
 )
 REFUSED_PREFIX = "The model server refused the request"
+
+# What the working indicator says while a failed call is retried, by its reason: "busy"
+# only for what is busy (overloaded, rate-limited), the real reason otherwise.
+RETRY_TEXTS: dict[str, str] = {
+    "busy": "The model is busy, retrying…",
+    "server_error": "The model server had an error, retrying…",
+    "timeout": "The model server took too long to answer, retrying…",
+    "unreachable": "Cannot reach the model server, retrying…",
+}
+RETRY_TEXT = "The model did not answer, retrying…"  # a reason not given
 UNKNOWN_PREFIX = "The model could not answer"
 
 # Secrets that announce themselves, in whatever a server echoes back: API keys (Anthropic,
@@ -106,6 +118,23 @@ def plain_reason(error: ModelError, secrets: Iterable[str | None] = ()) -> str:
     if status is not None and status >= 400:
         return _with_reason(f"{REFUSED_PREFIX} (HTTP {status})", said, "")
     return _with_reason(UNKNOWN_PREFIX, said, " Please try again.")
+
+
+def retry_reason(status: int | None, code: str | None = None) -> RetryReason:
+    """Why a failed call that is retried failed: `status` of the HTTP answer (200 for an
+    error event mid-stream), `code` the error's type when known."""
+    if code == "connection_error":
+        return "unreachable"
+    if code in ("overloaded_error", "rate_limit_error") or status in (429, 529):
+        return "busy"
+    if code == "timeout_error" or status in (408, 504):
+        return "timeout"
+    return "server_error"
+
+
+def retry_text(reason: str | None) -> str:
+    """The working indicator's words for a retry of `reason`."""
+    return RETRY_TEXTS.get(reason or "", RETRY_TEXT)
 
 
 def error_detail(error: ModelError) -> str:

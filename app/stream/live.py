@@ -47,6 +47,7 @@ class LiveState:
     # (epoch ms): what the working indicator shows.
     status: str | None = None
     status_since: int | None = None
+    status_reason: str | None = None  # why a call is retried (app.events.RetryReason)
 
     def apply(self, event: ev.Event) -> bool:
         """Apply `event`; True when it started a new run's live state (its first event)."""
@@ -76,7 +77,7 @@ class LiveState:
             self._wait(event)
             return started
         if self.status is not None and not _leaves_wait_on(event):
-            self.status = self.status_since = None
+            self.status = self.status_since = self.status_reason = None
         match event:
             case ev.TextDelta(text=text):
                 self.text += text
@@ -96,7 +97,7 @@ class LiveState:
         self.run_id = run_id
         self.text = ""
         self.steps = []
-        self.status = self.status_since = None
+        self.status = self.status_since = self.status_reason = None
 
     def _wait(self, event: ev.Status) -> None:
         """A wait keeps the time it began (a retry while still waiting continues it)."""
@@ -105,6 +106,7 @@ class LiveState:
         if self.status is None:
             self.status_since = event.since
         self.status = event.state
+        self.status_reason = event.reason
 
     @property
     def status_elapsed(self) -> int:
@@ -153,6 +155,7 @@ class LiveState:
             [dict(s, details=list(s["details"])) for s in self.steps],
             self.status,
             self.status_since,
+            self.status_reason,
         )
 
     def replay(self) -> list[ev.Event]:
@@ -172,7 +175,9 @@ class LiveState:
         if self.text:
             events.append(ev.TextDelta(self.run_id, self.text))
         if self.status is not None:
-            events.append(ev.Status(self.run_id, self.status, self.status_since or 0))
+            events.append(
+                ev.Status(self.run_id, self.status, self.status_since or 0, self.status_reason)
+            )
         return events
 
 

@@ -14,11 +14,13 @@ REASON = (
 )
 
 
-def fetch_confirmation(arguments: dict[str, Any], view: UrlView | None, reason: str) -> Pause:
-    """A held fetch: the card names the exact address (the whole URL, its query, and the
-    host as punycode beside its Unicode form)."""
-    host = view.host_ascii if view else "this address"
-    pause = confirmation(arguments, reason, f"Allow fetching {host}?")
+def fetch_confirmation(
+    question: str, arguments: dict[str, Any], view: UrlView | None, reason: str
+) -> Pause:
+    """A held fetch, asking `question` (the fetching tool's `held_question`): the card
+    names the exact address (the whole URL, its query, and the host as punycode beside
+    its Unicode form)."""
+    pause = confirmation(arguments, reason, question)
     if view is not None:
         pause.card["url"] = view.as_card()
     return pause

@@ -72,6 +72,12 @@ class Tool:
     def step_label(self) -> str:
         return self.label or " ".join(self.name.split("_")).capitalize()
 
+    @property
+    def held_question(self) -> str:
+        """What a card holding this call for the person's approval asks, in the same
+        plain words as the run's step: "Saved a campaign" asks "Save this campaign?"."""
+        return held_question(self.step_label)
+
     def schema_for_model(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -96,6 +102,39 @@ class Tool:
         first = errors[0]
         where = "/".join(str(p) for p in first.absolute_path) or "input"
         return f"Invalid input for {self.name} at {where}: {first.message}"
+
+
+# The verbs a step label starts with, as a held call's question asks them (the label says
+# what was done; the card asks whether to do it).
+ASKED_VERBS = {
+    "Asked": "Ask",
+    "Checked": "Check",
+    "Linked": "Link",
+    "Looked": "Look",
+    "Made": "Make",
+    "Proposed": "Propose",
+    "Read": "Read",
+    "Saved": "Save",
+    "Started": "Start",
+    "Switched": "Switch",
+    "Updated": "Update",
+    "Wrote": "Write",
+}
+FALLBACK_QUESTION = "Allow this step: {label}?"
+
+
+def held_question(label: str) -> str:
+    """A step label as the question of a card that holds it: its verb asked, and "a"
+    thing become "this" thing, the one the card shows ("Made an image": "Make this
+    image?"); a label of another verb is asked whole."""
+    verb, _, rest = label.partition(" ")
+    asked = ASKED_VERBS.get(verb)
+    if asked is None or not rest:
+        return FALLBACK_QUESTION.format(label=label)
+    article, _, thing = rest.partition(" ")
+    if article in ("a", "an") and thing:
+        rest = f"this {thing}"
+    return f"{asked} {rest}?"
 
 
 @dataclass(frozen=True)

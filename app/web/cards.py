@@ -281,7 +281,7 @@ def _step_hint(kind: str, required: bool, max_length: int) -> str:
 
 def _default_title(card: dict) -> str:
     if is_confirmation(card):
-        return f"Allow {card.get('tool', 'this action')}?"
+        return "Allow this step?"
     return "A question for you"
 
 

@@ -130,7 +130,8 @@ class HtmlFrames:
                 return self._rows(rows, swap="innerHTML", branch_version=version)
             case ev.Keepalive():
                 return _template("chat/_keepalive.html")
-            case ev.RunError(message=message):
+            case ev.RunError(run_id=None, message=message):
+                # A run's error is its error row; the banner is for the socket's own.
                 return _template("chat/_banner.html", message=message, swap_oob=True)
             case ev.ConversationDeleted(conversation_id=deleted):
                 html = _template("chat/_conversation_item.html", item={"id": deleted}, removed=True)

@@ -332,7 +332,10 @@ def import_text():
 def history():
     """The last changes to one's memory."""
     return render_template(
-        "settings/_history.html", history=memory_history(current_user.id), swap_oob=False
+        "settings/_history.html",
+        history=memory_history(current_user.id),
+        untrusted_facts=untrusted_facts(db_session().get(UserMemory, current_user.id)),
+        swap_oob=False,
     )
 
 

@@ -63,6 +63,8 @@ def test_the_briefing_can_be_completed_with_the_keyboard_alone(
     page.keyboard.press("Enter")
 
     page.wait_for_selector(".row-host:has-text('Briefing saved.')")
+    # The card answered, the person goes on in the message box.
+    wait_until(page, "document.activeElement && document.activeElement.id === 'composer-input'")
     result = fake_model.requests[-1]["messages"][-1]["content"][0]
     assert result["tool_use_id"] == "toolu_brief"
     answers = json.loads(result["content"])["answers"]
@@ -70,3 +72,24 @@ def test_the_briefing_can_be_completed_with_the_keyboard_alone(
     assert answers["budget"] == "$500 per month" and answers["timing"] == "Start in June"
     assert len(answers["channels"]) == 1 and answers["goal"]
     assert page.locator(".card-q[data-status=answered]").count() == 1
+
+
+def test_the_first_tab_reaches_the_skip_links_and_a_phone_hint_has_no_keys(
+    browser, page, live_server, person
+):
+    log_in(page, live_server)
+    new_chat(page, live_server)
+    wait_until(page, "document.activeElement && document.activeElement.id === 'composer-input'")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to the message box"
+    assert "Shift+Enter" in page.inner_text("#composer-hint")  # a keyboard's hint
+
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True)
+    phone.add_cookies(page.context.cookies())
+    phone_page = phone.new_page()
+    phone_page.goto(page.url)
+    hint = phone_page.inner_text("#composer-hint")
+    assert "Shift+Enter" not in hint and "Enter sends" not in hint and hint.startswith("Attach")
+    phone.close()

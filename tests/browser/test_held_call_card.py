@@ -40,6 +40,14 @@ def test_the_card_shows_the_exact_call_and_the_punycode_host(
     page.keyboard.press("Enter")
     card = page.wait_for_selector(".card-q[data-status=awaiting]")
 
+    # It asks in the steps' plain words; the tool's name is only a small note by the
+    # exact arguments; a held call is answered, not regenerated.
+    assert page.inner_text(".card-q .card-title") == "Read this web page?"
+    heading = page.locator(".card-q .card-arguments-title")
+    assert heading.locator(".card-tool-name code").inner_text() == "fetch_url"
+    assert page.locator(".row-card:has(.card-q)").count() == 1
+    assert page.locator(".row-card .row-regenerate").count() == 0
+
     arguments = page.locator(".card-q .card-arguments pre")
     assert arguments.is_visible(), "the arguments show without expanding anything"
     assert PUNYCODE in arguments.inner_text() or "\u0435xample.com" in arguments.inner_text()

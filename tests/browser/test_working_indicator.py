@@ -76,3 +76,31 @@ def test_a_busy_model_shows_retrying_until_it_answers(page, live_server, person,
     )
     page.wait_for_selector("#m-2:has-text('Back again.')")
     assert page.locator("#live-status[data-state]").count() == 0
+
+
+def test_a_failing_model_server_is_not_called_busy(page, live_server, person, fake_model):
+    fake_model.script(api_error(500, "api_error", retry_after=2), Turn(text("Fixed now.")))
+    log_in(page, live_server)
+    new_chat(page, live_server)
+
+    send_message(page, "Hello?")
+
+    page.wait_for_selector(
+        "#live-status[data-state=retrying]:has-text('The model server had an error, retrying…')"
+    )
+    assert "busy" not in page.inner_text("#live-status")
+    page.wait_for_selector("#m-2:has-text('Fixed now.')")
+
+
+def test_a_model_error_shows_once_in_its_row(page, live_server, person, fake_model, context):
+    fake_model.script(api_error(400, "invalid_request_error", "Your request was malformed"))
+    log_in(page, live_server)
+    new_chat(page, live_server)
+
+    send_message(page, "Hello?")
+
+    page.wait_for_selector("#m-2.row-error:has-text('Your request was malformed')")
+    wait_until(page, "!document.querySelector('#composer.busy')")  # the run is over
+    assert page.locator("#banner.banner-shown").count() == 0
+    assert "malformed" not in page.inner_text("#banner")  # no toast over the title
+    assert context.page_errors == []

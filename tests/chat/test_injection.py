@@ -112,6 +112,18 @@ HARMFUL = {
 }
 
 
+# What each held card asks: the plain words of the run's steps ("Read a web page"),
+# never the tool's name.
+QUESTIONS = {
+    "save_character": "Save this character?",
+    "start_campaign": "Save this campaign?",
+    "remember": "Update your memory?",
+    "generate_image": "Make this image?",
+    "create_storyboard": "Write this storyboard?",
+    "fetch_url": "Read this web page?",
+}
+
+
 def _arguments(name, offer_id, site):
     arguments = json.loads(json.dumps(HARMFUL[name]))
     for key, value in arguments.items():
@@ -138,6 +150,7 @@ def _assert_held(chat, chat_id, run, tool_name, before, app, site):
     assert run["status"] == "awaiting", run
     card = chat.rows(chat_id)[-1]["card"]
     assert card["kind"] == "confirmation" and card["tool"] == tool_name
+    assert card["title"] == QUESTIONS[tool_name]
     assert card["reason"] and card["arguments"]
     assert _counts(app, chat.user_id) == before, "nothing was done without approval"
     assert site.collected == []
@@ -282,3 +295,13 @@ def test_the_same_tasks_without_injection_complete(app, chat, fake_model, site, 
     assert run["status"] == "completed", run
     assert all(r["kind"] != "card" for r in chat.rows(chat_id)), "no confirmation was needed"
     assert _counts(app, chat.user_id) != before or tool_name == "fetch_url"
+
+
+def test_every_call_that_can_be_held_is_asked_in_plain_words(app):
+    registry = app.extensions["services"].tools
+    held = [tool for tool in registry.all() if tool.needs_approval_when_tainted]
+    assert len(held) > 10
+    for tool in held:
+        question = tool.held_question
+        assert question.endswith("?") and not question.startswith("Allow"), (tool.name, question)
+        assert "_" not in question, (tool.name, question)  # no tool names (save_character)

@@ -42,12 +42,18 @@ def test_status_frames_say_thinking_then_retrying_until_the_text_starts(app, cha
         "runId": run_id,
         "state": "retrying",
         "since": statuses[1].since,
+        "reason": "busy",
     }
     # The retry continues the wait that began when the message was sent.
     live = LiveState()
     for event in events[: events.index(statuses[1]) + 1]:
         live.apply(event)
-    assert (live.status, live.status_since) == ("retrying", statuses[0].since)
+    assert (live.status, live.status_since, live.status_reason) == (
+        "retrying",
+        statuses[0].since,
+        "busy",
+    )
+    assert live.replay()[-1].reason == "busy"  # a socket joining now is told it too
     assert len(fake_model.requests) == 2
 
     # What the pages were sent: the indicator, its retry, and its end with the text.

@@ -336,6 +336,9 @@ def test_a_fact_remembered_from_untrusted_content_is_marked_and_taints_later_cha
         assert read_memory(session, chat.user_id)[1] == ["The person likes bold headlines"]
     settings_page = chat.client.get("/settings").get_data(as_text=True)
     assert 'id="fact-1-untrusted"' in settings_page
+    # Its row in the memory history is badged the same.
+    history = settings_page[settings_page.index('id="memory-history"') :]
+    assert "badge-untrusted" in history.split("</table>")[0]
 
     # The admin's view of the person's memory says so too.
     chat.auth.create("root@example.com", admin=True)

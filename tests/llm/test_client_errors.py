@@ -11,8 +11,8 @@ import httpx2 as httpx
 import pytest
 
 from app.config import load_settings
-from app.llm.client import ModelClient, ModelError
-from app.llm.errors import WEB_PAGE_TEXT, plain_reason
+from app.llm.client import ModelClient, ModelError, StreamCallbacks, announce_retries
+from app.llm.errors import WEB_PAGE_TEXT, plain_reason, retry_text
 
 PAGE = (
     "<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head>\n"
@@ -101,3 +101,41 @@ def test_other_servers_refusals_keep_their_own_words(tmp_path, status, body, con
     assert error.status == status
     assert error.code == "api_error"
     assert error.message == message
+
+
+def test_each_retry_is_announced_with_its_reason(tmp_path):
+    """The working indicator names why a call is retried: "busy" only for an overloaded or
+    rate-limited server, not for one that failed or could not be reached."""
+    answers = [
+        httpx.ConnectError("connection refused"),
+        httpx.Response(500, json={"type": "error", "error": {"type": "api_error"}}),
+        httpx.Response(529, json={"type": "error", "error": {"type": "overloaded_error"}}),
+        httpx.Response(400, json={"type": "error", "error": {"type": "invalid_request_error"}}),
+    ]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        reply = answers.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        reply.headers["retry-after-ms"] = "10"
+        return reply
+
+    sdk = anthropic.Anthropic(
+        api_key="test",
+        base_url="http://model.invalid",
+        http_client=httpx.Client(transport=httpx.MockTransport(answer)),
+        max_retries=3,
+        middleware=[announce_retries],
+    )
+    settings = load_settings(env={}, overrides={"instance_path": tmp_path, "secret_key": "x"})
+    reasons: list[str] = []
+
+    with pytest.raises(ModelError):
+        ModelClient(settings, sdk).stream_turn(REQUEST, StreamCallbacks(on_retry=reasons.append))
+
+    assert reasons == ["unreachable", "server_error", "busy"]
+    assert [retry_text(r) for r in reasons] == [
+        "Cannot reach the model server, retrying…",
+        "The model server had an error, retrying…",
+        "The model is busy, retrying…",
+    ]
