@@ -201,13 +201,28 @@ const ConnectionState = (() => {
   }
 
   // A close without its reason (a proxy, or a connection cut before the close frame
-  // arrived) may still be the session's end: ask once per outage.
+  // arrived) may still be the session's end, or the chat's (deleted while this tab was
+  // offline): ask at each such close (htmx's reconnects back off), for no rows (after
+  // the last one shown).
   function checkSession() {
     if (checking || endedShown) return;
     checking = true;
-    fetch("/api/chats?limit=1", { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then((answer) => { if (answer.status === 401) sessionEnded(""); })
-      .catch(() => { /* unreachable: the reconnect says so */ });
+    const socketUrl = document.querySelector("#chat[ws-connect]")?.getAttribute("ws-connect") || "";
+    const chatId = (socketUrl.match(/\/ws\/chats\/(\d+)/) || [])[1];
+    const shown = Array.from(document.querySelectorAll("#rows [data-sequence]"), (row) => Number(row.dataset.sequence));
+    const url = chatId
+      ? `/api/chats/${chatId}/messages?after=${Math.max(0, ...shown)}`
+      : "/api/chats?limit=1";
+    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then((answer) => {
+        if (answer.status === 401) sessionEnded("");
+        else if (answer.status === 404 && chatId) {
+          document.getElementById(`conv-${chatId}`)?.remove();
+          chatGone();
+        }
+      })
+      .catch(() => { /* unreachable: the reconnect says so */ })
+      .finally(() => { checking = false; });
   }
 
   function wire() {

@@ -5,6 +5,7 @@ deleted, with a way on, instead of the chat (the socket's `conversationDeleted`)
 from __future__ import annotations
 
 import json
+import re
 
 from tests.browser.helpers import log_in, wait_until
 
@@ -70,3 +71,32 @@ def test_deleting_a_chat_moves_this_tab_on_and_tells_the_others(page, live_serve
     notice.get_by_role("link", name="Start a new chat").click()
     showing.wait_for_url(f"{live_server.url}/chats/new")
     assert context.page_errors == []
+
+
+def test_a_tab_offline_when_its_chat_was_deleted_says_so_once_back(page, live_server, person):
+    """Its socket was down when the frame went out; its reconnect is refused, and the page
+    asks for the chat (404) instead of trying again and again."""
+    sockets = []
+
+    def through(ws):
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r".*/ws/chats/\d+"), through)
+    log_in(page, live_server)
+    doomed = _make_chat(page, live_server, "Delete me offline")
+    _open(page, live_server, doomed)
+    page.evaluate("htmx.config.wsReconnectDelay = () => 1500")
+    sockets[-1].close(code=1006, reason="")
+    page.wait_for_selector("body[data-socket=closed]", state="attached")
+    csrf = json.loads(page.get_attribute("body", "hx-headers"))["X-CSRFToken"]
+    deleted = page.request.post(  # as the list's Delete posts it, from the server's view
+        f"{live_server.url}/chats/{doomed}/delete",
+        headers={"X-CSRFToken": csrf},
+        max_redirects=0,
+    )
+    assert deleted.status in (200, 302, 303), deleted.text()
+
+    page.locator("#chat-deleted").get_by_text("This chat was deleted").wait_for(timeout=15_000)
+    assert page.locator(f"#conv-{doomed}").count() == 0
+    assert page.locator("#composer-input").is_hidden()
