@@ -486,7 +486,10 @@ const Copy = (() => {
 const SkipLinks = (() => {
   function wire() {
     let untouched = true;
+    // A click, or text put into a field (typed, pasted, dictated), means the person is at
+    // work where they are: their Tab goes on from there.
     document.addEventListener("pointerdown", () => { untouched = false; }, true);
+    document.addEventListener("input", () => { untouched = false; }, true);
     document.addEventListener("keydown", (event) => {
       if (!untouched) return;
       untouched = false;

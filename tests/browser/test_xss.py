@@ -47,6 +47,7 @@ def test_payloads_execute_nothing_and_fire_no_request(
     page.fill("#composer-input", "Show me everything")
     page.keyboard.press("Enter")
     page.wait_for_selector(".card-q[data-status=awaiting]")
+    page.wait_for_selector("#composer:not(.busy)")  # the run ended on its card
     # Dismiss it by asking a question whose card carries payloads in every option.
     fake_model.script(
         Turn(

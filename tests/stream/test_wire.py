@@ -31,6 +31,7 @@ EVERY_KIND = [
     ev.BranchChanged(),
     ev.BranchChanged(leaf=4, version="3-4", messages=[{"id": 1, "sequence": 1}]),
     ev.ConversationChanged({"id": 1, "title": "Plan", "status": "STREAMING"}),
+    ev.ConversationDeleted(1),
     ev.AccessEnded(generation=3),
     ev.AccessEnded(token_id=9),
     ev.AccessEnded(everything=True),
