@@ -45,6 +45,8 @@ PAGE = (
 def _page(model, shape, dump=None):
     """One page of the caller's `model`, oldest first; the cursor is the last id given."""
     limit, after = _limit(), _cursor()
+    if after >= MAX_ID:  # past every id the database can hold (and its INTEGER column)
+        return jsonify({"items": [], "next_cursor": None})
     session = db_session()
     with read_transaction(session):
         items = list(

@@ -105,6 +105,10 @@ def test_lists_page_with_a_cursor(app, client, user):
     assert seen == [f"Offer {n}" for n in range(5)]
     bad = client.get("/api/offers?limit=0")
     assert bad.status_code == 400 and bad.get_json()["error"]["field"] == "limit"
+    # A cursor past any id the database holds (beyond PostgreSQL's INTEGER): an empty page.
+    past = client.get("/api/offers?cursor=9999999999")
+    assert past.status_code == 200
+    assert past.get_json() == {"items": [], "next_cursor": None}
 
 
 def test_outputs_assets_characters_and_campaigns(app, client, user, auth):
