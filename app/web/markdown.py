@@ -8,11 +8,13 @@ emit any text at all. `render_markdown` therefore renders in two layers:
    linkify off. markdown-it's own link validation already refuses `javascript:`,
    `vbscript:`, `file:` and most `data:` URLs.
 2. nh3 (ammonia) with a strict allow-list: a few formatting tags, `href`/`title` on links
-   only, `http`/`https`/`mailto` URLs only (relative and protocol-relative URLs are
-   dropped: model text has no meaningful base URL), and every link gets
+   only, `http`/`https`/`mailto` URLs only, and every link gets
    `rel="noopener noreferrer"` and `target="_blank"`. No `on*`, `style`, `id`, `hx-*` or
    `data-*` attribute can survive; `class` survives only as `language-xyz` on `<code>`
-   and `start` only as digits on `<ol>`.
+   and `start` only as digits on `<ol>`. A relative link survives only as the path of one
+   of the workspace's own list pages (`/workspace/offers`, `/settings`: IN_APP_PAGES),
+   which a GET only shows; any other relative or protocol-relative address is dropped
+   (model text has no meaningful base URL, and a link into the app must not act).
 
 Templates must still wrap rendered model content in an element carrying `hx-disable`, so
 that htmx ignores anything inside it even if a future change let an `hx-*` attribute
@@ -73,15 +75,24 @@ ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "ol": {"start"}
 ALLOWED_URL_SCHEMES = frozenset({"http", "https", "mailto"})
 _LANGUAGE_CLASS = re.compile(r"language-[A-Za-z0-9_+#.-]{1,40}")
 _DIGITS = re.compile(r"[0-9]{1,9}")
+_HAS_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+# Pages a reply may point the person to (the demo's "add one on your Offers page"): read
+# pages only, whole paths, no query or fragment.
+IN_APP_PAGES = re.compile(
+    r"/workspace(/(offers|personas|outputs|assets|offers/new|personas/new))?"
+    r"|/settings|/search|/chats/new"
+)
 
 
 def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
     """Second gate after the allow-list (which already dropped every other attribute):
-    constrain the values of `class` on `<code>` and `start` on `<ol>`."""
+    constrain the values of `class` on `<code>`, `start` on `<ol>` and a relative `href`."""
     if tag == "code" and attribute == "class":
         return value if _LANGUAGE_CLASS.fullmatch(value) else None
     if tag == "ol" and attribute == "start":
         return value if _DIGITS.fullmatch(value) else None
+    if tag == "a" and attribute == "href" and not _HAS_SCHEME.match(value):
+        return value if IN_APP_PAGES.fullmatch(value) else None
     return value
 
 
@@ -96,7 +107,7 @@ _CLEANER = nh3.Cleaner(
     generic_attribute_prefixes=set(),
     set_tag_attribute_values={"a": {"target": "_blank"}},
     url_schemes=set(ALLOWED_URL_SCHEMES),
-    url_relative="deny",
+    url_relative="pass_through",  # _filter_attribute keeps IN_APP_PAGES only
 )
 
 

@@ -557,3 +557,31 @@ def test_a_chat_title_is_the_first_words_of_the_persons_message(model):
         max_tokens=100,
     )
     assert data == {"title": "Write three short ads for my"}
+
+
+def test_demo_ad_copy_is_written_from_the_offer_s_own_text(model):
+    """Each hook opens with words the offer or persona wrote, and every price in the ads
+    is the offer's: the demo invents nothing, as prompts/agents/ad-copy.md asks."""
+    agent = AGENTS.agents["ad-copy"]
+    offer = {
+        "id": 3,
+        "name": "Tidy Garden Club",
+        "description": "Monthly visits that keep a small garden weeded and planted all year.",
+        "audience": "Renters with a yard and no time on weekends.",
+        "price": "€35 a visit",
+    }
+    turn = model.stream_turn(
+        {
+            "model": MODEL,
+            "max_tokens": 100,
+            "system": [{"type": "text", "text": agent_system_prompt(agent)}],
+            "messages": [{"role": "user", "content": _agent_message(offer)}],
+            **_forced(agent),
+        }
+    )
+    hooks = [variant["hook"] for variant in _answer(turn)["variants"]]
+    assert hooks[0].startswith("Renters with a yard")
+    assert hooks[1].startswith("Monthly visits that keep a small garden")
+    assert "€35 a visit" in hooks[2]
+    texts = json.dumps(_answer(turn), ensure_ascii=False)
+    assert "Your week fills up" not in texts and texts.count("€") == texts.count("€35 a visit")

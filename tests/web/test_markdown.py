@@ -113,10 +113,19 @@ def test_link_title_cannot_break_out_of_its_attribute():
 
 
 def test_relative_and_protocol_relative_links_lose_their_href():
-    for text in ("[x](/admin/users)", "[x](//evil.example/x)", "[x](#top)", "[x](x.html)"):
+    addresses = ("/admin/users", "//evil.example/x", "#top", "x.html", "/\\evil.example")
+    addresses += ("/workspace/offers?next=//evil", "/workspace/../admin", "/settings/tokens")
+    for text in (f"[x]({address})" for address in addresses):
         html = render_markdown(text)
         assert [link.get("href") for link in links(html)] == [None], text
         assert visible_text(html).strip() == "x"
+
+
+def test_a_reply_can_link_the_workspace_s_own_pages():
+    """The demo says "Add one on your Offers page": the link opens the page, and only the
+    list pages of IN_APP_PAGES are linkable (a GET that only shows)."""
+    html = render_markdown("Add one on your [Offers page](/workspace/offers) or [here](/settings).")
+    assert [link["href"] for link in links(html)] == ["/workspace/offers", "/settings"]
 
 
 # --- the sanitizer layer on its own (defence in depth behind html=False) --------------------

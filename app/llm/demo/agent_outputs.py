@@ -8,6 +8,7 @@ catalog has its entry here."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,11 +19,15 @@ def agent_output(
 ) -> dict[str, Any]:
     """A plausible, schema-valid output of one agent for an offer."""
     name = " ".join(str(offer.get("name") or "").split()) or "Your offer"
+    persona = persona or {}
     details = _Details(
         name=name,
         description=_sentence(offer.get("description")),
         audience=_sentence(offer.get("audience")),
-        persona=" ".join(str((persona or {}).get("name") or "").split()),
+        persona=" ".join(str(persona.get("name") or "").split()),
+        price=" ".join(str(offer.get("price") or "").split()),
+        pains=_sentence(persona.get("pains")),
+        goals=_sentence(persona.get("goals")),
     )
     return BY_SLUG[slug].write(details)
 
@@ -33,6 +38,9 @@ class _Details:
     description: str
     audience: str
     persona: str
+    price: str = ""
+    pains: str = ""
+    goals: str = ""
 
     @property
     def who(self) -> str:
@@ -57,38 +65,52 @@ def _sentence(text: Any) -> str:
     return text
 
 
+def _first_words(text: str, words: int = 14) -> str:
+    """The opening of a text as a hook: its first sentence, at most `words` words."""
+    sentence = re.split(r"(?<=[.!?])\s", text.strip(), maxsplit=1)[0]
+    cut = sentence.split()[:words]
+    return " ".join(cut).rstrip(" ,;:") + ("." if len(cut) < len(sentence.split()) else "")
+
+
+def _paragraphs(*texts: str) -> str:
+    return "\n\n".join(text for text in texts if text)
+
+
 def _ad_copy(d: _Details) -> dict[str, Any]:
+    """Three ads written from the offer's own words (its audience, description and price,
+    and the persona's pains and goals when one is given): nothing invented, as the ad
+    copy agent's prompt asks (prompts/agents/ad-copy.md)."""
     reader = f" for {d.persona}" if d.persona else ""
+    pain = d.pains or d.audience
+    outcome = d.goals or d.description
+    price = f"{d.name}: {d.price}" if d.price else ""
     return {
         "title": f"{d.name}: three ad angles",
-        "angle_notes": f"Demo model sample{reader}: one ad each for the pain, the outcome "
-        "and a short story. Swap in your own words before running them.",
+        "angle_notes": f"Demo model sample{reader}, built from the offer's own text: one ad "
+        "each for the pain, the outcome and the offer itself. Rewrite them in your voice "
+        "before running them.",
         "variants": [
             {
                 "angle": "Pain",
-                "hook": "Your week fills up before you get to what matters.",
-                "primary_text": "You know the feeling. The day starts and it already belongs "
-                f"to someone else.\n\n{d.who}\n\n{d.what}\n\nIf that sounds like the help you "
-                "have been missing, take a closer look below.",
-                "headline": cut_to(f"{d.name}: get your time back", 60),
+                "hook": _first_words(pain) if pain else f"{d.name} is for you.",
+                "primary_text": _paragraphs(
+                    d.who, d.pains, d.what, "If that sounds like you, take a closer look below."
+                ),
+                "headline": cut_to(f"{d.name}: made for you", 60),
                 "call_to_action": "Learn more",
             },
             {
                 "angle": "Outcome",
-                "hook": "Picture next month with this finally handled.",
-                "primary_text": f"Imagine this part of your work simply running.\n\n{d.what}\n\n"
-                "Less second-guessing, more room for the work only you can do. See how "
-                f"{d.name} works.",
-                "headline": cut_to(f"Make it simple with {d.name}", 60),
+                "hook": _first_words(outcome) if outcome else f"See what {d.name} does.",
+                "primary_text": _paragraphs(d.what, d.goals, f"See how {d.name} works.", price),
+                "headline": cut_to(f"{d.name}: see how it works", 60),
                 "call_to_action": "See how it works",
             },
             {
-                "angle": "Story",
-                "hook": "It started with one more evening lost to the same problem.",
-                "primary_text": "Most people who find us have tried to fix this alone for a "
-                f"while. Then they decide it deserves a real answer.\n\n{d.what}\n\n"
-                "Your story can take the same turn. Start with the link below.",
-                "headline": cut_to(f"{d.name}: start your turnaround", 60),
+                "angle": "Offer",
+                "hook": cut_to(f"{d.name}, {d.price}." if d.price else f"Meet {d.name}.", 90),
+                "primary_text": _paragraphs(d.what, d.who, price, "Start with the link below."),
+                "headline": cut_to(f"{d.name}: start today", 60),
                 "call_to_action": "Get started",
             },
         ],

@@ -4,7 +4,7 @@ walks the person through one real flow:
 
 1. a new user message: a short text, then `list_offers`;
 2. the offers: `select_offer` (with exactly one, `ad_copy` for it straight away; with
-   none, a pointer to /workspace/offers);
+   none, a link to the Offers page);
 3. the chosen offer: `ad_copy` for that offer;
 4. the saved ad copy: a short presentation of the result.
 
@@ -135,7 +135,7 @@ def _offers_listed(result: SeenResult, tools: set[str]) -> Reply:
     offers = _offers_in(result)
     if offers is not None and not offers:
         return say(
-            "You don't have any offers yet. Add one on your Offers page, /workspace/offers "
+            "You don't have any offers yet. Add one on your [Offers page](/workspace/offers) "
             "(what you sell, who it is for), then send me a message and I'll write ad copy "
             "for it."
         )
