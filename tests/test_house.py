@@ -1,8 +1,9 @@
 """The house rules a reader of app/ relies on (docs/architecture.md): a module fits in one
-sitting and a function on one screen. The import layers are checked by `make lint`
-(lint-imports, the contracts in pyproject.toml)."""
+sitting and a function on one screen, and no modules import each other. The import
+layers are checked by `make lint` (lint-imports, the contracts in pyproject.toml)."""
 
 import ast
+import graphlib
 from pathlib import Path
 
 APP = Path(__file__).resolve().parent.parent / "app"
@@ -32,3 +33,38 @@ def test_no_function_is_longer_than_a_screen():
                 if length > MAX_FUNCTION_LINES:
                     long[f"{path.relative_to(APP.parent)}::{node.name}"] = length
     assert long == {}, f"split these (at most {MAX_FUNCTION_LINES} lines, def to end)"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(APP.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_modules(path: Path, known: set[str]) -> set[str]:
+    """Every app module `path` imports anywhere: at the top, inside a function, or under
+    `if TYPE_CHECKING:` (a circle a type checker or a lazy import hides is still one)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    return found
+
+
+def test_no_modules_import_each_other():
+    """A circle, even one broken by a lazy import, means two modules are one subject."""
+    paths = {_module_name(path): path for path in _modules()}
+    known = set(paths)
+    graph = {name: _imported_modules(path, known) - {name} for name, path in paths.items()}
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as circle:
+        raise AssertionError(f"these modules import each other: {circle.args[1]}") from None

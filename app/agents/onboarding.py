@@ -13,7 +13,7 @@ from typing import Any
 from app.accounts.models import User
 from app.accounts.onboarding import default_starters
 from app.db import Database
-from app.llm.client import ModelError
+from app.llm.errors import ModelError
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
 from app.net.fetch import FetchError, fetch_text
 

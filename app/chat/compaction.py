@@ -22,7 +22,8 @@ from app.llm.budget import (
     input_budget,
     truncate_text,
 )
-from app.llm.client import ModelClient, ModelError
+from app.llm.client import ModelClient
+from app.llm.errors import ModelError
 
 log = logging.getLogger(__name__)
 

@@ -30,15 +30,16 @@ from app.chat.titles import propose_title
 from app.chat.tool_calls import ToolCalls
 from app.db import utcnow
 from app.kinds import RowKind
-from app.llm.client import (
-    AssistantTurn,
+from app.llm.client import AssistantTurn, StreamCallbacks
+from app.llm.errors import (
     ContextTooLong,
     ModelError,
     StreamAborted,
-    StreamCallbacks,
     StreamCancelled,
+    error_detail,
+    plain_reason,
+    redact,
 )
-from app.llm.errors import error_detail, plain_reason, redact
 from app.memory.models import UserMemory
 from app.memory.store import memory_parts
 from app.tools.registry import Tool

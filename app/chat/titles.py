@@ -21,7 +21,7 @@ from app.chat.run_services import RunServices
 from app.db import read_transaction
 from app.events import ConversationChanged
 from app.kinds import RowKind
-from app.llm.client import ModelError, StreamCancelled
+from app.llm.errors import ModelError, StreamCancelled
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
 
 log = logging.getLogger(__name__)

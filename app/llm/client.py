@@ -18,7 +18,14 @@ import httpx2 as httpx
 
 from app.config import Settings
 from app.events import RetryReason
-from app.llm.errors import NOT_MESSAGES_API, retry_reason
+from app.llm.errors import (
+    NOT_MESSAGES_API,
+    ContextTooLong,
+    ModelError,
+    StreamAborted,
+    StreamCancelled,
+    retry_reason,
+)
 from app.llm.wire import RequestEncoder, TurnAccumulator
 
 # The anthropic SDK is imported where it is first used, never here: it is nearly half of
@@ -37,33 +44,6 @@ TRANSIENT_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", 
 MID_STREAM_RETRIES = 2
 # How often the SDK retries a call that failed with 408, 409, 429, 5xx or no connection.
 SDK_MAX_RETRIES = 3
-
-
-class ModelError(Exception):
-    """The model could not answer. `code` is stable; `message` is the server's own words,
-    for the run log (app.llm.errors.plain_reason says it to people)."""
-
-    def __init__(self, code: str, message: str, *, status: int | None = None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status = status
-
-
-class ContextTooLong(ModelError):
-    pass
-
-
-class StreamCancelled(Exception):
-    pass
-
-
-class StreamAborted(Exception):
-    """The run's watchdog cut the stream: `reason` is "idle" or "max_run"."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass

@@ -11,12 +11,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from app.events import RetryReason
 
-if TYPE_CHECKING:
-    from app.llm.client import ModelError
+
+class ModelError(Exception):
+    """The model could not answer. `code` is stable; `message` is the server's own words,
+    for the run log (app.llm.errors.plain_reason says it to people)."""
+
+    def __init__(self, code: str, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+class ContextTooLong(ModelError):
+    pass
+
+
+class StreamCancelled(Exception):
+    pass
+
+
+class StreamAborted(Exception):
+    """The run's watchdog cut the stream: `reason` is "idle" or "max_run"."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
 
 # How much of a server's own message a person is shown.
 MAX_REASON_CHARS = 160

@@ -14,7 +14,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db import read_transaction, utcnow
-from app.llm.client import ModelClient, ModelError
+from app.llm.client import ModelClient
+from app.llm.errors import ModelError
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
 from app.memory.models import MemoryChange, UserMemory
 

@@ -7,8 +7,14 @@ import logging
 import uuid
 from typing import Any
 
-from app.llm.client import ModelError, StreamAborted, StreamCancelled
-from app.llm.errors import error_detail, plain_reason, redact
+from app.llm.errors import (
+    ModelError,
+    StreamAborted,
+    StreamCancelled,
+    error_detail,
+    plain_reason,
+    redact,
+)
 from app.tools.context import ToolContext
 from app.tools.registry import Tool
 from app.tools.results import Pause, ToolFailure, ToolResult

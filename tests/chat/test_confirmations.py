@@ -107,7 +107,7 @@ class FlakyModelSave:
         self.calls = 0
 
     def __call__(self, ctx, args):
-        from app.llm.client import ModelError
+        from app.llm.errors import ModelError
 
         self.calls += 1
         _save(ctx, args)  # written, then rolled back with the failure

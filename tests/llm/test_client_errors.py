@@ -11,8 +11,8 @@ import httpx2 as httpx
 import pytest
 
 from app.config import load_settings
-from app.llm.client import ModelClient, ModelError, StreamCallbacks, announce_retries
-from app.llm.errors import WEB_PAGE_TEXT, plain_reason, retry_text
+from app.llm.client import ModelClient, StreamCallbacks, announce_retries
+from app.llm.errors import WEB_PAGE_TEXT, ModelError, plain_reason, retry_text
 
 PAGE = (
     "<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head>\n"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from app.llm.client import ContextTooLong, ModelError
 from app.llm.errors import (
     BUSY_TEXT,
     CONTEXT_TOO_LONG_TEXT,
@@ -19,6 +18,8 @@ from app.llm.errors import (
     TOO_LARGE_TEXT,
     UNREACHABLE_TEXT,
     WEB_PAGE_TEXT,
+    ContextTooLong,
+    ModelError,
     error_detail,
     plain_reason,
     redact,
