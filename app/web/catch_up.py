@@ -8,11 +8,12 @@ the same branch) reads no rows and renders nothing new: it costs a few hundred b
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import deque
+import uuid
 
 from flask import current_app
+from limits import RateLimitItemPerMinute
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
 
 from app.chat.branches import branch_version, current_leaf, last_sequence, shown_rows
 from app.chat.conversations import conversation_dict
@@ -21,8 +22,6 @@ from app.db import read_transaction
 from app.events import BranchChanged, RowPersisted, RunError
 from app.web.input_gate import InputRefused, load_json, max_id
 from app.web.socket_access import SocketAccess
-
-WINDOW_SECONDS = 60
 
 
 class AccessGone(Exception):
@@ -33,67 +32,58 @@ class CatchUpBudget:
     """Catch-up requests one socket may make: SOCKET_CATCH_UPS_PER_MINUTE in any minute,
     each answering at most SOCKET_CATCH_UP_ROWS rows."""
 
-    def __init__(self, settings, clock=time.monotonic):
+    def __init__(self, settings, limiter: CatchUpLimiter):
         self.per_minute = settings.socket_catch_ups_per_minute
         self.rows = settings.socket_catch_up_rows
-        self.clock = clock
-        self.recent: deque[float] = deque()
+        self._limit = RateLimitItemPerMinute(self.per_minute)
+        self._limiter = limiter.requests
+        self._socket = uuid.uuid4().hex
 
     def spend(self) -> bool:
-        now = self.clock()
-        while self.recent and now - self.recent[0] >= WINDOW_SECONDS:
-            self.recent.popleft()
-        if len(self.recent) >= self.per_minute:
-            return False
-        self.recent.append(now)
-        return True
+        return self._limiter.hit(self._limit, "socket", self._socket)
 
 
 class CatchUpBytes:
     """Bytes of catch-up answers per person in any minute, across their sockets of one app
-    in this process. An answer begun within the budget is sent whole (at most a page)."""
+    in this process. An answer begun within the budget is sent whole (at most a page): it
+    uses up what was left, so the next waits for the window to move."""
 
-    def __init__(self, per_minute: int, clock=time.monotonic):
+    def __init__(self, per_minute: int, limiter: CatchUpLimiter):
         self.per_minute = per_minute
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._sent: dict[int, deque[tuple[float, int]]] = {}
-        self._swept_at = clock()
+        self._limit = RateLimitItemPerMinute(per_minute)
+        self._limiter = limiter.bytes
 
     def allows(self, user_id: int) -> bool:
-        now = self.clock()
-        with self._lock:
-            self._sweep(now)
-            sent = self._sent.get(user_id)
-            return sent is None or sum(size for _, size in _recent(sent, now)) < self.per_minute
+        return self._limiter.test(self._limit, "person", str(user_id))
 
     def spend(self, user_id: int, size: int) -> None:
-        with self._lock:
-            self._sent.setdefault(user_id, deque()).append((self.clock(), size))
-
-    def _sweep(self, now: float) -> None:
-        """Forget, about once a minute, the people who sent nothing in the last one (the
-        caller holds the lock)."""
-        if now - self._swept_at < WINDOW_SECONDS:
-            return
-        self._swept_at = now
-        for user_id in [key for key, sent in self._sent.items() if not _recent(sent, now)]:
-            del self._sent[user_id]
+        left = self._limiter.get_window_stats(self._limit, "person", str(user_id)).remaining
+        if left > 0:
+            self._limiter.hit(self._limit, "person", str(user_id), cost=min(size, left))
 
 
-def _recent(sent: deque[tuple[float, int]], now: float) -> deque[tuple[float, int]]:
-    while sent and now - sent[0][0] >= WINDOW_SECONDS:
-        sent.popleft()
-    return sent
+class CatchUpLimiter:
+    """The app's windows (the `limits` library in memory: one process's sockets). Requests
+    are counted in a moving window; bytes in a sliding counter, whose cost is one number
+    however many bytes are spent."""
+
+    def __init__(self):
+        storage = MemoryStorage()
+        self.requests = MovingWindowRateLimiter(storage)
+        self.bytes = SlidingWindowCounterRateLimiter(storage)
+
+
+def _limiter(app) -> CatchUpLimiter:
+    """The app's one limiter (kept on the app, so each test app has its own)."""
+    limiter = app.extensions.get("catch_up_limiter")
+    if limiter is None:
+        limiter = app.extensions.setdefault("catch_up_limiter", CatchUpLimiter())
+    return limiter
 
 
 def person_bytes(app) -> CatchUpBytes:
-    """The app's one byte budget (kept on the app, so each test app has its own)."""
-    budget = app.extensions.get("catch_up_bytes")
-    if budget is None:
-        per_minute = app.extensions["services"].settings.socket_catch_up_bytes_per_minute
-        budget = app.extensions.setdefault("catch_up_bytes", CatchUpBytes(per_minute))
-    return budget
+    per_minute = app.extensions["services"].settings.socket_catch_up_bytes_per_minute
+    return CatchUpBytes(per_minute, _limiter(app))
 
 
 class CatchUps:
@@ -105,7 +95,7 @@ class CatchUps:
         self.frames = frames
         self.access = access
         self.services = current_app.extensions["services"]
-        self.requests = CatchUpBudget(self.services.settings)
+        self.requests = CatchUpBudget(self.services.settings, _limiter(current_app))
         self.bytes = person_bytes(current_app)
         self._title: tuple[dict, str] | None = None  # the last title frame, and what it shows
 
