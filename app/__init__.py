@@ -172,10 +172,13 @@ def _init_login(app: Flask) -> None:
     def _unauthorized():
         from flask import redirect, url_for
 
+        from app.error_codes import ErrorCode
         from app.web.errors import error_response
 
         if identity.wants_json() or identity.bearer_token():
-            return error_response(401, "UNAUTHORIZED", "Log in or send a valid bearer token.")
+            return error_response(
+                401, ErrorCode.UNAUTHORIZED, "Log in or send a valid bearer token."
+            )
         return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
 
 

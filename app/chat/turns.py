@@ -36,6 +36,7 @@ from app.chat.runs import (
 from app.chat.search import index_row
 from app.chat.shapes import is_confirmation
 from app.config import Settings
+from app.error_codes import ErrorCode
 from app.kinds import CardStatus, RowKind
 from app.tools.context import ToolContext
 from app.tools.results import ToolFailure
@@ -46,7 +47,7 @@ TOO_MANY_RUNS_RETRY_SECONDS = 5
 
 
 class TurnRejected(Exception):
-    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None):
+    def __init__(self, status: int, code: ErrorCode, message: str, retry_after: int | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
@@ -131,7 +132,7 @@ def _refuse_if_busy(session: Session, conversation) -> None:
     if conversation.active_run_id is not None and active_run(session, conversation.id):
         raise TurnRejected(
             409,
-            "RUN_IN_FLIGHT",
+            ErrorCode.RUN_IN_FLIGHT,
             "A reply is already being written in this chat. Wait for it or press Stop.",
         )
 
@@ -140,7 +141,7 @@ def _locked_idle(session: Session, conversation_id: int, user_id: int):
     """The person's conversation, locked, with no run in flight (404 / 409 otherwise)."""
     conversation = lock_conversation(session, conversation_id)
     if conversation is None or conversation.user_id != user_id:
-        raise TurnRejected(404, "NOT_FOUND", "Not found.")
+        raise TurnRejected(404, ErrorCode.NOT_FOUND, "Not found.")
     _refuse_if_busy(session, conversation)
     return conversation
 
@@ -150,7 +151,7 @@ def _locked(session: Session, settings: Settings, conversation_id: int, user_id:
     409, then the person's limits); nothing is written before this returns."""
     locked = lock_for_turn(session, conversation_id, user_id)
     if locked is None:
-        raise TurnRejected(404, "NOT_FOUND", "Not found.")
+        raise TurnRejected(404, ErrorCode.NOT_FOUND, "Not found.")
     _refuse_if_busy(session, locked.conversation)
     _check_person_limits(session, settings, user_id, locked.allowance)
     return locked.conversation
@@ -170,11 +171,11 @@ def _check_person_limits(
         ).one()
         problem = allowance_used_up(allowance, int(used or 0), month)
         if problem:
-            raise TurnRejected(402, "QUOTA_EXCEEDED", problem)
+            raise TurnRejected(402, ErrorCode.QUOTA_EXCEEDED, problem)
     if in_flight >= settings.max_concurrent_runs:
         raise TurnRejected(
             429,
-            "TOO_MANY_RUNS",
+            ErrorCode.TOO_MANY_RUNS,
             f"You already have {in_flight} {'reply' if in_flight == 1 else 'replies'} being "
             "written in other chats. "
             "Wait for one to finish (or stop one), then send this again.",
@@ -197,7 +198,7 @@ def _start(session: Session, conversation, trigger: str, rows: list[Message]) ->
         run = start_run(session, conversation, trigger)
     except RunConflict as error:
         raise TurnRejected(
-            409, "RUN_IN_FLIGHT", "A reply is already being written in this chat."
+            409, ErrorCode.RUN_IN_FLIGHT, "A reply is already being written in this chat."
         ) from error
     return StartedTurn(run=run, rows=rows)
 
@@ -297,7 +298,7 @@ LEFT_BRANCH = {"dismissed": True}  # a card waiting on a branch that is left
 def _row_or_404(tree: Tree, sequence: int, *kinds: str) -> Message:
     row = tree.rows.get(sequence)
     if row is None or row.kind not in kinds:
-        raise TurnRejected(404, "NOT_FOUND", "There is no such message in this chat.")
+        raise TurnRejected(404, ErrorCode.NOT_FOUND, "There is no such message in this chat.")
     return row
 
 
@@ -320,10 +321,10 @@ def submit_regenerate(
     tree = Tree.load(session, conversation.id)
     answer = _row_or_404(tree, sequence, *ANSWER_KINDS)
     if answer.role != "assistant":
-        raise TurnRejected(404, "NOT_FOUND", "There is no such message in this chat.")
+        raise TurnRejected(404, ErrorCode.NOT_FOUND, "There is no such message in this chat.")
     message = tree.nearest_user_row(answer.sequence)
     if message is None:
-        raise TurnRejected(404, "NOT_FOUND", "That row answers no message of yours.")
+        raise TurnRejected(404, ErrorCode.NOT_FOUND, "That row answers no message of yours.")
     _move_to(session, conversation, tree, message.sequence)
     return _start(session, conversation, "regenerate", [])
 
@@ -395,7 +396,7 @@ def choose_branch(session: Session, conversation_id: int, user_id: int, sequence
     conversation = _locked_idle(session, conversation_id, user_id)
     tree = Tree.load(session, conversation.id)
     if sequence not in tree.rows:
-        raise TurnRejected(404, "NOT_FOUND", "There is no such message in this chat.")
+        raise TurnRejected(404, ErrorCode.NOT_FOUND, "There is no such message in this chat.")
     if tree.on_path(sequence, current_leaf(session, conversation)):
         return False
     return _move_to(session, conversation, tree, tree.newest_descendant(sequence))
@@ -415,7 +416,7 @@ def submit_tool_response(
     if card_row is None or card_row.meta.get("awaiting") != tool_use_id:
         raise TurnRejected(
             409,
-            "CARD_NOT_AWAITING",
+            ErrorCode.CARD_NOT_AWAITING,
             "That question is not waiting for an answer (it was answered, dismissed or never asked).",
         )
     card = card_row.meta["card"]
@@ -429,7 +430,7 @@ def submit_tool_response(
     else:
         problem = _check_answer(session, services, conversation.id, user_id, card, result)
         if problem:
-            raise TurnRejected(400, "INVALID_ANSWER", problem)
+            raise TurnRejected(400, ErrorCode.INVALID_ANSWER, problem)
         answer, status = result, CardStatus.ANSWERED
     _tool_result_row(session, conversation.id, card, answer)
     _close_card(session, card_row, status, answer)
@@ -454,7 +455,7 @@ def _answer_confirmation(session, conversation, card_row: Message, result: dict)
     if not isinstance(approved, bool):
         raise TurnRejected(
             400,
-            "INVALID_ANSWER",
+            ErrorCode.INVALID_ANSWER,
             'Answer a confirmation with {"approved": true} or {"approved": false}.',
         )
     card = card_row.meta["card"]

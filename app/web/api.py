@@ -19,6 +19,7 @@ from app.chat.conversations import (
     create_conversation,
 )
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
+from app.error_codes import ErrorCode
 from app.web.access import (
     owned_before_waiting,
     owned_conversation,
@@ -62,9 +63,9 @@ def json_body() -> dict:
         raise ApiError(415, "Send a JSON body with Content-Type: application/json.")
     data = request.get_json(silent=True)
     if data is None:
-        raise ApiError(400, "The body is not valid JSON.", "INVALID_JSON")
+        raise ApiError(400, "The body is not valid JSON.", ErrorCode.INVALID_JSON)
     if not isinstance(data, dict):
-        raise ApiError(400, "The body must be a JSON object.", "INVALID_JSON")
+        raise ApiError(400, "The body must be a JSON object.", ErrorCode.INVALID_JSON)
     return data
 
 
@@ -86,8 +87,8 @@ def _body_error(model: type[BaseModel], error) -> ApiError:
     if issubclass(model, RootModel) and location:
         location = location[1:]  # the union's tag: the kind of body
     name = ".".join(str(part) for part in location) or None
-    if error["type"] == "INVALID_BODY":
-        return ApiError(400, error["msg"], "INVALID_BODY")
+    if error["type"] == ErrorCode.INVALID_BODY:
+        return ApiError(400, error["msg"], ErrorCode.INVALID_BODY)
     if error["type"] == "extra_forbidden":
         message = f"Unknown field '{name}'."
     elif error["type"] == "missing":
@@ -95,8 +96,8 @@ def _body_error(model: type[BaseModel], error) -> ApiError:
     else:
         message = f"'{name}': {error['msg']}." if name else f"{error['msg']}."
     if error["type"] == "too_large":
-        return ApiError(413, message, "TOO_LARGE", field=name)
-    return ApiError(400, message, "INVALID_FIELD", field=name)
+        return ApiError(413, message, ErrorCode.TOO_LARGE, field=name)
+    return ApiError(400, message, ErrorCode.INVALID_FIELD, field=name)
 
 
 @bp.post("/chats")
@@ -144,7 +145,7 @@ def list_messages(conversation_id: int):
     # ASCII digits only (str.isdigit accepts '²'), and small enough for the database.
     after = id_from_text(request.args.get("after", "0"))
     if after is None or after > MAX_ID:
-        raise ApiError(400, "'after' must be a non-negative whole number.", "INVALID_FIELD")
+        raise ApiError(400, "'after' must be a non-negative whole number.", ErrorCode.INVALID_FIELD)
     rows = shown_rows(db_session(), conversation, after)
     return jsonify({"messages": rows})
 
@@ -167,6 +168,15 @@ def _loop_request(body: NewMessage | CardAnswer | Regenerate | Edit):
     response=RunStarted,
     status=202,
     body=LoopBody,
+    errors=(
+        ErrorCode.INVALID_BODY,
+        ErrorCode.INVALID_ANSWER,
+        ErrorCode.CARD_NOT_AWAITING,
+        ErrorCode.RUN_IN_FLIGHT,
+        ErrorCode.QUOTA_EXCEEDED,
+        ErrorCode.TOO_MANY_RUNS,
+        ErrorCode.RATE_LIMITED,
+    ),
 )
 @login_required
 @message_rate_limit
@@ -180,7 +190,13 @@ def loop(conversation_id: int):
 
 
 @bp.put("/chats/<int:conversation_id>/branch")
-@documented("PUT", "Show the branch through a row", response=BranchOut, body=BranchBody)
+@documented(
+    "PUT",
+    "Show the branch through a row",
+    response=BranchOut,
+    body=BranchBody,
+    errors=(ErrorCode.RUN_IN_FLIGHT,),
+)
 @login_required
 def choose_branch(conversation_id: int):
     """Show the branch through row `sequence`; every client follows (docs/CONTRACT.md)."""
@@ -247,7 +263,13 @@ def get_guidelines():
 
 
 @bp.put("/admin/guidelines")
-@documented("PUT", "Replace the shared guidelines (admins)", response=RulesOut, body=RulesBody)
+@documented(
+    "PUT",
+    "Replace the shared guidelines (admins)",
+    response=RulesOut,
+    body=RulesBody,
+    errors=(ErrorCode.INVALID_RULES,),
+)
 @admin_required
 def put_guidelines():
     """Replace the whole ordered list in one transaction; on any error nothing changes."""
@@ -257,7 +279,7 @@ def put_guidelines():
         guidelines = replace_rules(session, items, current_user.id)
     except GuidelineError as error:
         session.rollback()
-        raise ApiError(400, str(error), "INVALID_RULES") from None
+        raise ApiError(400, str(error), ErrorCode.INVALID_RULES) from None
     session.commit()
     return jsonify({"rules": [_guideline_dict(g) for g in guidelines]})
 
@@ -275,7 +297,7 @@ def upload_attachment(conversation_id: int):
     try:
         attachment = store_request_upload(conversation.id)
     except AttachmentRefused as refused:
-        raise ApiError(refused.status, refused.message, "ATTACHMENT_REFUSED") from None
+        raise ApiError(refused.status, refused.message, ErrorCode.ATTACHMENT_REFUSED) from None
     body = {
         "id": attachment.id,
         "filename": attachment.filename,

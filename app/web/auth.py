@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from app.accounts.models import User, dummy_password_check, end_sessions, spend_a_password_hash
 from app.accounts.service import AccountError, create_user
+from app.error_codes import ErrorCode
 from app.web import login_throttle
 from app.web.errors import error_response
 from app.web.extensions import limiter
@@ -99,7 +100,9 @@ def _slowed_down(seconds: int):
         f"Try again in {seconds} seconds."
     )
     back = (url_for("auth.login"), "Back to the login page")
-    return error_response(429, "RATE_LIMITED", message, {"Retry-After": str(seconds)}, back=back)
+    return error_response(
+        429, ErrorCode.RATE_LIMITED, message, {"Retry-After": str(seconds)}, back=back
+    )
 
 
 @bp.route("/signup", methods=["GET", "POST"])

@@ -44,6 +44,7 @@ from app.chat.conversations import row_dict
 from app.chat.models import Message
 from app.chat.runs import awaiting_card
 from app.chat.shapes import card_summary, is_confirmation, option_json, same_value
+from app.error_codes import ErrorCode
 from app.kinds import CardKind, CardStatus, RowKind
 from app.tools.questionnaire import check_step
 from app.web.access import is_htmx, owned_conversation_for_turn
@@ -309,7 +310,7 @@ def _refused(
     conversation_id: int,
     tool_use_id: str,
     status: int,
-    code: str,
+    code: ErrorCode,
     message: str,
     parsed: ParsedAnswer | None = None,
 ):
@@ -357,7 +358,9 @@ def answer(conversation_id: int, tool_use_id: str):
         or card_row.meta.get("awaiting") != tool_use_id
         or card.get("toolUseId") != tool_use_id
     ):
-        return _refused(conversation.id, tool_use_id, 409, "CARD_NOT_AWAITING", NOT_AWAITING)
+        return _refused(
+            conversation.id, tool_use_id, 409, ErrorCode.CARD_NOT_AWAITING, NOT_AWAITING
+        )
 
     parsed: ParsedAnswer | None = None
     if request.form.get(DISMISS_FIELD):
@@ -366,12 +369,14 @@ def answer(conversation_id: int, tool_use_id: str):
         result = parse_confirmation(request.form)
         if result is None:
             message = "Choose Allow or Decline."
-            return _refused(conversation.id, tool_use_id, 400, "INVALID_ANSWER", message)
+            return _refused(conversation.id, tool_use_id, 400, ErrorCode.INVALID_ANSWER, message)
     else:
         parsed = parse_answer(card, request.form)
         if parsed.errors:
             message = _first_error(parsed)
-            return _refused(conversation.id, tool_use_id, 400, "INVALID_ANSWER", message, parsed)
+            return _refused(
+                conversation.id, tool_use_id, 400, ErrorCode.INVALID_ANSWER, message, parsed
+            )
         result = parsed.result
 
     try:

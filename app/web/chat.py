@@ -35,6 +35,7 @@ from app.chat.conversations import (
 )
 from app.chat.models import Conversation, ConversationStatus, Message
 from app.db import utcnow
+from app.error_codes import ErrorCode
 from app.events import ConversationChanged, ConversationDeleted
 from app.web.access import (
     is_htmx,
@@ -453,7 +454,7 @@ def upload_attachment(conversation_id: int):
     except AttachmentRefused as refused:
         if refused.status == 404:
             abort(404)
-        return error_response(refused.status, "ATTACHMENT_REFUSED", refused.message)
+        return error_response(refused.status, ErrorCode.ATTACHMENT_REFUSED, refused.message)
     if not is_htmx():
         return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
     return _chips(conversation.id), 201

@@ -7,41 +7,39 @@ import time
 
 from flask import Flask, current_app, jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.exceptions import (
+    HTTPException,
+    MethodNotAllowed,
+    NotFound,
+    RequestEntityTooLarge,
+)
 
+from app.error_codes import ErrorCode, for_status
 from app.web.identity import wants_json
-
-CODES = {
-    400: "BAD_REQUEST",
-    401: "UNAUTHORIZED",
-    402: "QUOTA_EXCEEDED",
-    403: "FORBIDDEN",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-    409: "CONFLICT",
-    413: "TOO_LARGE",
-    415: "UNSUPPORTED_MEDIA_TYPE",
-    429: "RATE_LIMITED",
-    500: "INTERNAL",
-}
 
 
 class ApiError(Exception):
     """An error with a stable code, raised anywhere in a request: `status` is the HTTP
-    status, `code` the stable string (as on TurnRejected and the model's errors)."""
+    status, `code` one of app/error_codes.py (by default the status's own), as on
+    TurnRejected."""
 
     def __init__(
-        self, status: int, message: str, code: str | None = None, headers=None, field=None
+        self,
+        status: int,
+        message: str,
+        code: ErrorCode | None = None,
+        headers=None,
+        field=None,
     ):
         super().__init__(message)
         self.status = status
-        self.code = code or CODES.get(status, "ERROR")
+        self.code = code or for_status(status)
         self.message = message
         self.extra_headers = headers or {}
         self.field = field  # the input at fault, named in JSON errors
 
 
-def error_response(status: int, code: str, message: str, headers=None, field=None, back=None):
+def error_response(status: int, code: ErrorCode, message: str, headers=None, field=None, back=None):
     """`back`: (href, label) of the error page's way on; by default the person's chats,
     or the login page for a visitor who is not logged in (templates/error.html)."""
     if request.headers.get("HX-Request") == "true" and not request.path.startswith("/api/"):
@@ -120,10 +118,27 @@ def _too_large_message() -> str:
     return "The request is too large."
 
 
+def _some_method_takes_the_path(error: MethodNotAllowed) -> bool:
+    """Werkzeug answers 405 when a rule of another method fits the path's shape, before
+    that rule's converters have read it: `/api/offers/<int>` with an id past the database's
+    INTEGER would be 405 for GET and 404 for DELETE. The path is there when a rule of one
+    of the methods it names takes it."""
+    adapter = current_app.url_map.bind_to_environ(request.environ)
+    for method in error.valid_methods or ():
+        try:
+            adapter.match(method=method)
+        except (NotFound, MethodNotAllowed):
+            continue
+        except HTTPException:
+            return True  # a redirect (a trailing slash): the path is there
+        return True
+    return False
+
+
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(CSRFError)
     def _csrf(error: CSRFError):
-        return error_response(400, "CSRF_FAILED", error.description)
+        return error_response(400, ErrorCode.CSRF_FAILED, error.description)
 
     @app.errorhandler(ApiError)
     def _api(error: ApiError):
@@ -137,12 +152,14 @@ def register_error_handlers(app: Flask) -> None:
         what, back = _limited_what()
         message = f"{what} Try again in {_wait_text(retry_after)}."
         return error_response(
-            429, "RATE_LIMITED", message, {"Retry-After": str(retry_after)}, back=back
+            429, ErrorCode.RATE_LIMITED, message, {"Retry-After": str(retry_after)}, back=back
         )
 
     @app.errorhandler(HTTPException)
     def _http(error: HTTPException):
         status = error.code or 500
+        if isinstance(error, MethodNotAllowed) and not _some_method_takes_the_path(error):
+            status = 404  # an id too large for the database is absent, whatever the method
         headers = dict(error.get_headers()) if status in (405, 429) else {}
         headers.pop("Content-Type", None)
         message = error.description or error.name
@@ -150,9 +167,9 @@ def register_error_handlers(app: Flask) -> None:
             message = "Not found."
         elif isinstance(error, RequestEntityTooLarge):
             message = _too_large_message()
-        return error_response(status, CODES.get(status, "ERROR"), message, headers)
+        return error_response(status, for_status(status), message, headers)
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):
         app.logger.exception("unhandled error")
-        return error_response(500, "INTERNAL", "Something went wrong on our side.")
+        return error_response(500, ErrorCode.INTERNAL, "Something went wrong on our side.")

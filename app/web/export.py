@@ -10,6 +10,7 @@ from app.chat.export import FORMATS, export_conversation
 from app.chat.models import Conversation
 from app.chat.takeout import ArchiveTooLarge, build_archive
 from app.db import read_transaction, utcnow
+from app.error_codes import ErrorCode
 from app.web.access import owned_or_404
 from app.web.cards import card_view
 from app.web.errors import ApiError
@@ -41,7 +42,7 @@ def answered_summary(card: dict) -> list[dict]:
 def export_chat(conversation_id: int):
     chosen = request.args.get("format", "md")
     if chosen not in FORMATS:
-        raise ApiError(400, "'format' must be 'md' or 'json'.", "INVALID_FIELD")
+        raise ApiError(400, "'format' must be 'md' or 'json'.", ErrorCode.INVALID_FIELD)
     session = db_session()
     with read_transaction(session):
         exported = export_conversation(session, owned_or_404(Conversation, conversation_id))
@@ -56,7 +57,12 @@ def export_chat(conversation_id: int):
 
 @bp.get("/settings/data.zip")
 @bp.get("/api/export", endpoint="download_all_api")
-@documented("GET", "All your data as a zip", media_type="application/zip")
+@documented(
+    "GET",
+    "All your data as a zip",
+    media_type="application/zip",
+    errors=(ErrorCode.DOWNLOAD_TOO_LARGE, ErrorCode.RATE_LIMITED),
+)
 @login_required
 @data_download_rate_limit
 def download_all():
@@ -70,7 +76,7 @@ def download_all():
             build_archive, database, current_user.id, answered_summary, max_bytes
         )
     except ArchiveTooLarge as too_large:
-        raise ApiError(413, str(too_large), "DOWNLOAD_TOO_LARGE") from None
+        raise ApiError(413, str(too_large), ErrorCode.DOWNLOAD_TOO_LARGE) from None
     size = archive.seek(0, 2)
     archive.seek(0)
     response = Response(_chunks(archive), mimetype="application/zip")

@@ -17,6 +17,7 @@ from typing import Any
 from flask import Flask, current_app, request
 from werkzeug.routing import IntegerConverter
 
+from app.error_codes import ErrorCode
 from app.web.errors import ApiError
 
 # The largest id a table can hold: ids are INTEGER, 32 bits on PostgreSQL, 64 on SQLite.
@@ -108,7 +109,7 @@ def check_request() -> None:
         if request.method in {"POST", "PUT", "PATCH", "DELETE"}:
             _check_body()
     except InputRefused as refused:
-        code = "INVALID_JSON" if request.is_json else "INVALID_INPUT"
+        code = ErrorCode.INVALID_JSON if request.is_json else ErrorCode.INVALID_INPUT
         raise ApiError(400, str(refused), code) from None
 
 

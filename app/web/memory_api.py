@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify
 from flask_login import current_user, login_required
 
+from app.error_codes import ErrorCode
 from app.memory.store import MemoryRefused, Operation, read_memory
 from app.web.api import body_of
 from app.web.errors import ApiError
@@ -35,7 +36,13 @@ def get_memory():
 
 
 @bp.put("")
-@documented("PUT", "Set your instructions and facts", response=MemoryOut, body=MemoryBody)
+@documented(
+    "PUT",
+    "Set your instructions and facts",
+    response=MemoryOut,
+    body=MemoryBody,
+    errors=(ErrorCode.MEMORY_REFUSED,),
+)
 @login_required
 def put_memory():
     """Set instructions and/or the exact list of facts (an explicit edit)."""
@@ -63,7 +70,7 @@ def put_memory():
             instructions=instructions,
         )
     except MemoryRefused as refusal:
-        raise ApiError(400, str(refusal), "MEMORY_REFUSED") from refusal
+        raise ApiError(400, str(refusal), ErrorCode.MEMORY_REFUSED) from refusal
     return jsonify(memory_dict(outcome.instructions, outcome.facts))
 
 
@@ -74,12 +81,18 @@ def _reconciled(source: str):
             current_user.id, text, source=source, actor_id=current_user.id
         )
     except MemoryRefused as refusal:
-        raise ApiError(400, str(refusal), "MEMORY_REFUSED") from refusal
+        raise ApiError(400, str(refusal), ErrorCode.MEMORY_REFUSED) from refusal
     return jsonify(memory_dict(outcome.instructions, outcome.facts, changes=outcome.changes))
 
 
 @bp.post("/instruct")
-@documented("POST", "Tell Loopdesk what to remember", response=MemoryOut, body=MemoryText)
+@documented(
+    "POST",
+    "Tell Loopdesk what to remember",
+    response=MemoryOut,
+    body=MemoryText,
+    errors=(ErrorCode.MEMORY_REFUSED, ErrorCode.RATE_LIMITED),
+)
 @login_required
 @model_work_rate_limit
 def instruct():
@@ -87,7 +100,13 @@ def instruct():
 
 
 @bp.post("/import")
-@documented("POST", "Learn facts from a text", response=MemoryOut, body=MemoryText)
+@documented(
+    "POST",
+    "Learn facts from a text",
+    response=MemoryOut,
+    body=MemoryText,
+    errors=(ErrorCode.MEMORY_REFUSED, ErrorCode.RATE_LIMITED),
+)
 @login_required
 @model_work_rate_limit
 def import_text():

@@ -20,6 +20,7 @@ from wtforms import BooleanField, SelectField
 from wtforms.validators import DataRequired, Length
 
 from app.config import PROJECT_ROOT
+from app.error_codes import MEANINGS, ErrorCode
 from app.web.shapes import NOT_BLANK, ErrorOut
 
 bp = Blueprint("openapi", __name__)
@@ -76,6 +77,9 @@ class Operation:
     body_required: bool = True
     query: tuple[Param, ...] = field(default_factory=tuple)
     description: str = ""
+    # The error codes only this operation answers with; those every operation of its kind
+    # can answer with (`error_codes`) need not be named.
+    errors: tuple[ErrorCode, ...] = ()
 
 
 def documented(method: str, summary: str, **options) -> Any:
@@ -137,11 +141,14 @@ def openapi_document(app: Flask) -> tuple[dict, list[str]]:
         info={
             "description": "Chats, memory, search, export and the workspace. Send "
             "`Authorization: Bearer <token>` (settings page). Errors are "
-            "`{error: {code, message, field?}}`; see docs/CONTRACT.md."
+            "`{error: {code, message, field?}}`: each operation's responses list the codes "
+            "it answers with (also as `x-error-codes`), and the `ErrorCode` schema says what "
+            "every code means; see docs/CONTRACT.md."
         },
         security=[{"bearer": []}],
     )
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
+    spec.components.schema("ErrorCode", error_code_schema())
     _register(spec, ErrorOut)
     undocumented = []
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
@@ -155,7 +162,12 @@ def openapi_document(app: Flask) -> tuple[dict, list[str]]:
                 undocumented.append(f"{method} {rule.rule}")
                 continue
             operation_id = f"{rule.endpoint.replace('.', '_')}_{method.lower()}"
-            operations[method.lower()] = _operation(spec, declared[method], operation_id)
+            operations[method.lower()] = _operation(
+                spec,
+                declared[method],
+                operation_id,
+                error_codes(declared[method], method, rule.rule),
+            )
         if operations:
             spec.path(path=path, operations=operations, parameters=parameters)
     return spec.to_dict(), undocumented
@@ -177,7 +189,87 @@ def _path(rule: str) -> tuple[str, list[dict]]:
     return _CONVERTER.sub(placeholder, rule), parameters
 
 
-def _operation(spec: APISpec, operation: Operation, operation_id: str) -> dict:
+def error_code_schema() -> dict:
+    """Every code, with what it means: in the description for people, and as
+    `x-enum-descriptions` (the enum's order) for generators that read it."""
+    codes = list(ErrorCode)
+    lines = [f"- `{code}` ({_statuses(code)}): {MEANINGS[code].text}" for code in codes]
+    return {
+        "type": "string",
+        "enum": [str(code) for code in codes],
+        "description": "What went wrong, stable for scripts:\n\n" + "\n".join(lines),
+        "x-enum-descriptions": [MEANINGS[code].text for code in codes],
+    }
+
+
+def _statuses(code: ErrorCode) -> str:
+    return ", ".join(str(status) for status in MEANINGS[code].statuses) or "any other status"
+
+
+# What every operation of a kind can answer, whatever its view does.
+EVERY_OPERATION = (
+    ErrorCode.INVALID_INPUT,  # a refused character in the address (app/web/input_gate.py)
+    ErrorCode.INVALID_JSON,  # the same, on a request sent as JSON
+    ErrorCode.UNAUTHORIZED,
+    ErrorCode.INSUFFICIENT_SCOPE,
+    ErrorCode.INTERNAL,
+)
+CHANGES = (ErrorCode.CSRF_FAILED, ErrorCode.TOO_LARGE)  # POST, PUT, PATCH, DELETE
+WITH_JSON_BODY = (ErrorCode.UNSUPPORTED_MEDIA_TYPE, ErrorCode.INVALID_FIELD)
+WITH_UPLOAD = (ErrorCode.BAD_REQUEST, ErrorCode.ATTACHMENT_REFUSED)
+
+
+def error_codes(operation: Operation, method: str, rule: str) -> tuple[ErrorCode, ...]:
+    """The codes `method` on `rule` can answer with: those of its kind (the method, the
+    path's ids, its body and query, admin-only), then its own (`Operation.errors`)."""
+    codes = list(EVERY_OPERATION)
+    if method in {"POST", "PUT", "PATCH", "DELETE"}:
+        codes += CHANGES
+    if "<" in rule:
+        codes.append(ErrorCode.NOT_FOUND)  # an id that is not one of yours
+    if rule.startswith("/api/admin/"):
+        codes.append(ErrorCode.FORBIDDEN)
+    if operation.query:
+        codes.append(ErrorCode.INVALID_FIELD)
+    if operation.body is UPLOAD:
+        codes += WITH_UPLOAD
+    elif operation.body is not None:
+        codes += WITH_JSON_BODY
+        if _names_ids(operation.body):
+            codes.append(ErrorCode.NOT_FOUND)  # an id in the body that is not one of yours
+    codes += operation.errors
+    return tuple(dict.fromkeys(codes))
+
+
+def _names_ids(body: Any) -> bool:
+    """A form with a choice of one's own things (an offer, a persona) by id."""
+    if isinstance(body, type) and issubclass(body, BaseModel):
+        return False
+    form = body(formdata=None, meta={"csrf": False})
+    return any(isinstance(item, SelectField) and item.coerce is int for item in form)
+
+
+def _error_responses(codes: tuple[ErrorCode, ...]) -> dict[str, dict]:
+    """One response per status: the codes it comes with and what each means."""
+    by_status: dict[int, list[ErrorCode]] = {}
+    for code in codes:
+        for status in MEANINGS[code].statuses:
+            by_status.setdefault(status, []).append(code)
+    return {
+        str(status): {
+            "description": "\n".join(
+                f"- `{code}`: {MEANINGS[code].text}" for code in by_status[status]
+            ),
+            "content": {"application/json": {"schema": _ref("ErrorOut")}},
+            "x-error-codes": [str(code) for code in by_status[status]],
+        }
+        for status in sorted(by_status)
+    }
+
+
+def _operation(
+    spec: APISpec, operation: Operation, operation_id: str, codes: tuple[ErrorCode, ...]
+) -> dict:
     success: dict[str, Any] = {"description": operation.summary}
     if operation.response is not None:
         success["content"] = {"application/json": {"schema": _register(spec, operation.response)}}
@@ -188,13 +280,7 @@ def _operation(spec: APISpec, operation: Operation, operation_id: str) -> dict:
     result = {
         "summary": operation.summary,
         "operationId": operation_id,
-        "responses": {
-            str(operation.status): success,
-            "default": {
-                "description": "An error: 4xx for what was sent, 5xx for what went wrong here",
-                "content": {"application/json": {"schema": _ref("ErrorOut")}},
-            },
-        },
+        "responses": {str(operation.status): success, **_error_responses(codes)},
     }
     if operation.description:
         result["description"] = operation.description
@@ -260,7 +346,8 @@ def document():
 def docs_page():
     """The OpenAPI document rendered for people."""
     spec, _ = openapi_document(current_app)
-    return render_template("api_docs.html", spec=spec)
+    meanings = {str(code): meaning.text for code, meaning in MEANINGS.items()}
+    return render_template("api_docs.html", spec=spec, meanings=meanings)
 
 
 @bp.get("/api/docs/websocket")

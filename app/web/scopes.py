@@ -12,6 +12,7 @@ from __future__ import annotations
 from flask import g, jsonify, request
 from flask_login import current_user
 
+from app.error_codes import ErrorCode
 from app.web.identity import bearer_token
 
 SESSION_ONLY_ENDPOINTS = frozenset(
@@ -38,13 +39,15 @@ def check_token_scope():
     if not current_user.is_authenticated:
         return None  # a bad token: login_required answers 401
     if request.endpoint in SESSION_ONLY_ENDPOINTS:
-        return _refused("SESSION_REQUIRED", "This needs a browser session: a token cannot do it.")
+        return _refused(
+            ErrorCode.SESSION_REQUIRED, "This needs a browser session: a token cannot do it."
+        )
     scope = required_scope(request.endpoint, request.path, request.method)
     if scope not in g.get("token_scopes", frozenset()):
-        return _refused("INSUFFICIENT_SCOPE", f"This token lacks the {scope!r} scope.")
+        return _refused(ErrorCode.INSUFFICIENT_SCOPE, f"This token lacks the {scope!r} scope.")
     return None
 
 
-def _refused(code: str, message: str):
+def _refused(code: ErrorCode, message: str):
     """JSON on every route, pages too: whoever sends a token is a script."""
     return jsonify({"error": {"code": code, "message": message}}), 403

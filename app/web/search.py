@@ -10,6 +10,7 @@ from markupsafe import Markup, escape
 
 from app.chat.search import MAX_OFFSET, ChatHits, Hit, SearchPage, search
 from app.db import read_transaction
+from app.error_codes import ErrorCode
 from app.web.access import is_htmx
 from app.web.errors import ApiError
 from app.web.identity import db_session
@@ -38,7 +39,7 @@ SEARCH_QUERY = (
 def api_search():
     query = request.args.get("q", "")
     if not query.strip():
-        raise ApiError(400, "Send what to look for in 'q'.", "INVALID_FIELD")
+        raise ApiError(400, "Send what to look for in 'q'.", ErrorCode.INVALID_FIELD)
     limit, offset = _limit(), _cursor()
     found = _search(query, limit, offset)
     return jsonify(
@@ -62,7 +63,9 @@ def results():
 
 def _search(query: str, limit: int, offset: int):
     if len(query) > MAX_QUERY_CHARS:
-        raise ApiError(400, f"'q' is longer than {MAX_QUERY_CHARS} characters.", "INVALID_FIELD")
+        raise ApiError(
+            400, f"'q' is longer than {MAX_QUERY_CHARS} characters.", ErrorCode.INVALID_FIELD
+        )
     if offset > MAX_OFFSET:  # past the deepest page search reads
         return SearchPage([], None)
     session = db_session()
@@ -74,7 +77,7 @@ def _limit() -> int:
     raw = request.args.get("limit", "20")
     if not re.fullmatch(r"[0-9]{1,3}", raw) or not 1 <= int(raw) <= MAX_LIMIT:
         raise ApiError(
-            400, f"'limit' must be a whole number from 1 to {MAX_LIMIT}.", "INVALID_FIELD"
+            400, f"'limit' must be a whole number from 1 to {MAX_LIMIT}.", ErrorCode.INVALID_FIELD
         )
     return int(raw)
 
@@ -82,7 +85,7 @@ def _limit() -> int:
 def _cursor() -> int:
     raw = request.args.get("cursor", "0")
     if not re.fullmatch(r"[0-9]{1,5}", raw):
-        raise ApiError(400, "'cursor' is not one this API gave out.", "INVALID_FIELD")
+        raise ApiError(400, "'cursor' is not one this API gave out.", ErrorCode.INVALID_FIELD)
     return int(raw)
 
 

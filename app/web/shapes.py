@@ -26,6 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from app.agents.guidelines import MAX_RULES
 from app.agents.models import RULE_MAX_CHARS
+from app.error_codes import ErrorCode
 from app.memory.store import MAX_FACT_CHARS, MAX_FACTS, MAX_INPUT_CHARS, MAX_INSTRUCTIONS_CHARS
 
 # Times are UTC, written with a Z (as everywhere else in the API).
@@ -131,7 +132,7 @@ def page_of(item: type[Shape]) -> type[BaseModel]:
 
 
 class ErrorBody(BaseModel):
-    code: str
+    code: ErrorCode
     message: str
     field: str | None = None
 
@@ -322,7 +323,7 @@ class LoopBody(RootModel):
         | Annotated[Edit, Tag("edit")],
         Discriminator(
             _loop_kind,
-            custom_error_type="INVALID_BODY",
+            custom_error_type=ErrorCode.INVALID_BODY,
             custom_error_message="Send one of 'message', 'toolResponse', 'regenerate' or 'edit'.",
         ),
     ]

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from werkzeug.datastructures import MultiDict
 
 from app.db import read_transaction
+from app.error_codes import ErrorCode
 from app.web.access import owned_or_404
 from app.web.errors import ApiError
 from app.web.forms import HEX_COLOUR, OfferForm, PersonaForm
@@ -79,7 +80,7 @@ def _limit() -> int:
         raise ApiError(
             400,
             f"'limit' must be a whole number from 1 to {MAX_LIMIT}.",
-            "INVALID_FIELD",
+            ErrorCode.INVALID_FIELD,
             field="limit",
         )
     return int(raw)
@@ -89,7 +90,7 @@ def _cursor() -> int:
     raw = request.args.get("cursor", "0")
     if not re.fullmatch(r"[0-9]{1,10}", raw):
         raise ApiError(
-            400, "'cursor' is not one this API gave out.", "INVALID_FIELD", field="cursor"
+            400, "'cursor' is not one this API gave out.", ErrorCode.INVALID_FIELD, field="cursor"
         )
     return int(raw)
 
@@ -107,7 +108,10 @@ def _validated(form_class, current: dict | None = None, **configure):
     unknown = sorted(set(data) - set(names))
     if unknown:
         raise ApiError(
-            400, f"Unknown field(s): {', '.join(unknown)}.", "INVALID_FIELD", field=unknown[0]
+            400,
+            f"Unknown field(s): {', '.join(unknown)}.",
+            ErrorCode.INVALID_FIELD,
+            field=unknown[0],
         )
     values = dict(current or {})
     for name, value in data.items():
@@ -117,11 +121,13 @@ def _validated(form_class, current: dict | None = None, **configure):
         getattr(form, name).choices = choices
         if name in data and getattr(form, name).data not in {value for value, _ in choices}:
             # An id of something that is not yours, or absent: 404, as in a path.
-            raise ApiError(404, f"'{name}': no such item of yours.", "NOT_FOUND", field=name)
+            raise ApiError(
+                404, f"'{name}': no such item of yours.", ErrorCode.NOT_FOUND, field=name
+            )
     if not form.validate():
         name, messages = next(iter(form.errors.items()))
         label = getattr(form, name).label.text
-        raise ApiError(400, f"{name} ({label}): {messages[0]}", "INVALID_FIELD", field=name)
+        raise ApiError(400, f"{name} ({label}): {messages[0]}", ErrorCode.INVALID_FIELD, field=name)
     return form
 
 
@@ -139,7 +145,7 @@ def _form_value(form_class, name: str, value) -> str:
             raise ApiError(
                 400,
                 f"'{name}' must be a list of at most {shape['maxItems']} colours like #1f6feb.",
-                "INVALID_FIELD",
+                ErrorCode.INVALID_FIELD,
                 field=name,
             )
         return ", ".join(value)
@@ -150,11 +156,14 @@ def _form_value(form_class, name: str, value) -> str:
             value = int(value)  # JSON Schema's integer takes 2.0 as 2
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
             raise ApiError(
-                400, "'offer_id' must be an offer's id or null.", "INVALID_FIELD", field=name
+                400,
+                "'offer_id' must be an offer's id or null.",
+                ErrorCode.INVALID_FIELD,
+                field=name,
             )
         return str(value)
     if not isinstance(value, str):
-        raise ApiError(400, f"'{name}' must be a string.", "INVALID_FIELD", field=name)
+        raise ApiError(400, f"'{name}' must be a string.", ErrorCode.INVALID_FIELD, field=name)
     return value
 
 
@@ -163,7 +172,7 @@ def _json_object() -> dict:
         raise ApiError(415, "Send a JSON body with Content-Type: application/json.")
     data = request.get_json(silent=True)
     if not isinstance(data, dict):
-        raise ApiError(400, "The body must be a JSON object.", "INVALID_JSON")
+        raise ApiError(400, "The body must be a JSON object.", ErrorCode.INVALID_JSON)
     return data
 
 

@@ -43,6 +43,9 @@ def test_the_document_is_served_and_rendered_for_people(client):
     html = page.get_data(as_text=True)
     assert "/api/offers/{offer_id}" in html and "Create an offer" in html
     assert 'href="/api/docs/websocket"' in html
+    # Each operation's error codes, and what every code means.
+    assert "409: CARD_NOT_AWAITING, RUN_IN_FLIGHT" in html
+    assert "<dt><code>INVALID_RULES</code></dt>" in html
 
 
 def test_the_websocket_is_described_for_people_from_the_contract(client):
@@ -89,7 +92,8 @@ def test_generated_requests_pass_every_default_check(api_schema):
     work with this pytest), with data that fits the document and data that does not, under
     all of Schemathesis's default checks (no 5xx, declared status codes, content types,
     headers and shapes, refused what the document refuses, accepted what it accepts, auth
-    enforced); each failure names its operation."""
+    enforced), and every error's code one its operation lists for that status; each
+    failure names its operation."""
     failures = []
     for loaded in api_schema.get_all_operations():
         operation = loaded.ok()
@@ -118,6 +122,19 @@ def _fuzzed(operation):
         database=None,
     )
     def check(case):
-        case.call_and_validate(excluded_checks=excluded)  # every default check
+        case.call_and_validate(excluded_checks=excluded, additional_checks=[documented_error_code])
 
     return check
+
+
+def documented_error_code(ctx, response, case):
+    """An error's `code` is one the operation's response for its status lists (the
+    default checks hold its shape to ErrorOut and its status to the declared ones)."""
+    declared = case.operation.definition.raw["responses"].get(str(response.status_code))
+    if response.status_code < 400 or declared is None:
+        return
+    code = response.json()["error"]["code"]
+    if code not in declared["x-error-codes"]:
+        raise AssertionError(
+            f"{response.status_code} {code} is not among {declared['x-error-codes']}"
+        )

@@ -1,0 +1,155 @@
+"""Every stable `error.code` the HTTP API answers with, and what each means: the one list
+that the code raising errors names (ApiError, TurnRejected, the error handlers) and that
+the OpenAPI document (app/web/openapi.py) and docs/CONTRACT.md describe.
+
+At the bottom layer because app.chat refuses turns with these codes while app.web answers
+them. A StrEnum is its str: it goes on the wire as is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    BAD_REQUEST = "BAD_REQUEST"
+    CSRF_FAILED = "CSRF_FAILED"
+    INVALID_INPUT = "INVALID_INPUT"
+    INVALID_JSON = "INVALID_JSON"
+    INVALID_FIELD = "INVALID_FIELD"
+    INVALID_BODY = "INVALID_BODY"
+    INVALID_ANSWER = "INVALID_ANSWER"
+    INVALID_RULES = "INVALID_RULES"
+    MEMORY_REFUSED = "MEMORY_REFUSED"
+    ATTACHMENT_REFUSED = "ATTACHMENT_REFUSED"
+    UNAUTHORIZED = "UNAUTHORIZED"
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    FORBIDDEN = "FORBIDDEN"
+    INSUFFICIENT_SCOPE = "INSUFFICIENT_SCOPE"
+    SESSION_REQUIRED = "SESSION_REQUIRED"
+    NOT_FOUND = "NOT_FOUND"
+    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+    CONFLICT = "CONFLICT"
+    RUN_IN_FLIGHT = "RUN_IN_FLIGHT"
+    CARD_NOT_AWAITING = "CARD_NOT_AWAITING"
+    TOO_LARGE = "TOO_LARGE"
+    DOWNLOAD_TOO_LARGE = "DOWNLOAD_TOO_LARGE"
+    UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
+    RATE_LIMITED = "RATE_LIMITED"
+    TOO_MANY_RUNS = "TOO_MANY_RUNS"
+    INTERNAL = "INTERNAL"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True)
+class Meaning:
+    statuses: tuple[int, ...]  # the HTTP statuses it comes with
+    text: str
+
+
+MEANINGS: dict[ErrorCode, Meaning] = {
+    ErrorCode.BAD_REQUEST: Meaning(
+        (400,), "The request could not be read (a broken form or upload)."
+    ),
+    ErrorCode.CSRF_FAILED: Meaning(
+        (400,),
+        "A browser session's change without its CSRF token (send `X-CSRFToken`, or use a "
+        "bearer token).",
+    ),
+    ErrorCode.INVALID_INPUT: Meaning(
+        (400,),
+        "The address, a form field or a file name holds text refused everywhere (a NUL byte, "
+        "a control character, an unpaired surrogate); `message` says where.",
+    ),
+    ErrorCode.INVALID_JSON: Meaning(
+        (400,),
+        "The JSON body is not valid JSON, not an object, or nested too deeply (also a refused "
+        "character in a JSON request's address).",
+    ),
+    ErrorCode.INVALID_FIELD: Meaning(
+        (400,),
+        "A field of the body or a query parameter is missing, unknown, of the wrong type or "
+        "out of bounds; `field` names it.",
+    ),
+    ErrorCode.INVALID_BODY: Meaning(
+        (400,),
+        "The loop body is none of its four kinds: `message`, `toolResponse`, `regenerate`, `edit`.",
+    ),
+    ErrorCode.INVALID_ANSWER: Meaning(
+        (400,), "A card's answer does not fit its questions; `message` says which."
+    ),
+    ErrorCode.INVALID_RULES: Meaning(
+        (400,),
+        "The guidelines cannot replace the current ones (an unknown or repeated id, too many, "
+        "a blank text); nothing changed.",
+    ),
+    ErrorCode.MEMORY_REFUSED: Meaning(
+        (400,), "The memory write was refused (too long, too many facts); nothing changed."
+    ),
+    ErrorCode.ATTACHMENT_REFUSED: Meaning(
+        (400, 413, 422, 503),
+        "The file was not stored: 400 a kind not accepted or a broken file, 413 too large, "
+        "422 its text cannot be read, 503 the store is unavailable.",
+    ),
+    ErrorCode.UNAUTHORIZED: Meaning((401,), "No session and no valid bearer token."),
+    ErrorCode.QUOTA_EXCEEDED: Meaning((402,), "This month's credit allowance is used up."),
+    ErrorCode.FORBIDDEN: Meaning((403,), "Only an admin may do this."),
+    ErrorCode.INSUFFICIENT_SCOPE: Meaning(
+        (403,), "The bearer token lacks the scope this needs (`read`, `chat` or `admin`)."
+    ),
+    ErrorCode.SESSION_REQUIRED: Meaning(
+        (403,), "This needs a browser session: a token cannot do it."
+    ),
+    ErrorCode.NOT_FOUND: Meaning(
+        (404,), "No such thing of yours (another person's is not found either)."
+    ),
+    ErrorCode.METHOD_NOT_ALLOWED: Meaning(
+        (405,), "The path does not take this method; `Allow` lists those it takes."
+    ),
+    ErrorCode.CONFLICT: Meaning((409,), "The thing's state forbids this now."),
+    ErrorCode.RUN_IN_FLIGHT: Meaning(
+        (409,), "A reply is already being written in this chat: wait for it or stop it."
+    ),
+    ErrorCode.CARD_NOT_AWAITING: Meaning(
+        (409,), "The card was already answered, or is not the one the chat waits on."
+    ),
+    ErrorCode.TOO_LARGE: Meaning(
+        (413,),
+        "The request is over the server's size limit, or a message is longer than "
+        "MAX_MESSAGE_CHARS (`field` names it).",
+    ),
+    ErrorCode.DOWNLOAD_TOO_LARGE: Meaning(
+        (413,), "The download would be larger than the server makes at once."
+    ),
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: Meaning(
+        (415,), "Send the body as JSON, with `Content-Type: application/json`."
+    ),
+    ErrorCode.RATE_LIMITED: Meaning(
+        (429,), "Too many requests of this kind; `Retry-After` says when to try again."
+    ),
+    ErrorCode.TOO_MANY_RUNS: Meaning(
+        (429,),
+        "Too many replies being written in your other chats; `Retry-After` says when to try again.",
+    ),
+    ErrorCode.INTERNAL: Meaning((500,), "Something went wrong on the server's side."),
+    ErrorCode.ERROR: Meaning((), "Another HTTP error: its status says which."),
+}
+
+# The code of an HTTP error that carries none of its own (werkzeug's, abort(404)).
+BY_STATUS: dict[int, ErrorCode] = {
+    400: ErrorCode.BAD_REQUEST,
+    401: ErrorCode.UNAUTHORIZED,
+    402: ErrorCode.QUOTA_EXCEEDED,
+    403: ErrorCode.FORBIDDEN,
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    409: ErrorCode.CONFLICT,
+    413: ErrorCode.TOO_LARGE,
+    415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+    429: ErrorCode.RATE_LIMITED,
+    500: ErrorCode.INTERNAL,
+}
+
+
+def for_status(status: int) -> ErrorCode:
+    return BY_STATUS.get(status, ErrorCode.ERROR)
