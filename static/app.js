@@ -424,8 +424,25 @@ const Copy = (() => {
       const code = button.closest(".code-block")?.querySelector("pre > code");
       return code ? code.textContent : null;
     }
+    if (button.dataset.copy === "answer") return answerText(button.closest(".row"));
     const template = button.closest(".row")?.querySelector(":scope > .row-meta > template.row-markdown");
     return template ? template.content.textContent : null;
+  }
+
+  // An answer: the rows from the person's message above to this one (the last shown). Its
+  // host rows' Markdown, joined; an answer without any (an error, a notice) as it reads.
+  function answerText(last) {
+    const rows = [];
+    for (let el = last; el && !el.classList.contains("row-user"); el = el.previousElementSibling) {
+      if (el.matches("article.row")) rows.unshift(el);
+    }
+    const markdown = rows
+      .map((row) => row.querySelector(":scope > .row-meta > template.row-markdown"))
+      .filter(Boolean)
+      .map((template) => template.content.textContent.trim());
+    if (markdown.length) return markdown.join("\n\n");
+    return rows.map((row) => row.querySelector(":scope > .row-body")?.innerText.trim() || "")
+      .filter(Boolean).join("\n\n") || null;
   }
 
   async function write(text) {

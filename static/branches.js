@@ -8,8 +8,9 @@ const LoopdeskBranches = (() => {
 
   function restoreFocus() {
     if (!refocus) return;
+    // Every row of an answer carries its pager; the one shown is the last row's.
     const pager = Array.from(document.querySelectorAll(".branch-pager"))
-      .find((el) => el.dataset.versions === refocus.versions);
+      .find((el) => el.dataset.versions === refocus.versions && el.getClientRects().length > 0);
     if (!pager) return;
     const buttons = Array.from(pager.querySelectorAll("button.branch-step"));
     const wanted = buttons.find((b) => b.dataset.dir === refocus.dir && !b.disabled)

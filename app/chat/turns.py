@@ -291,7 +291,9 @@ def _user_row(session, conversation_id: int, text: str, note: str, files, untrus
 
 # -- branches: regenerate, edit, choose (app/chat/branches.py) --------------------------
 
-ANSWER_KINDS = (RowKind.HOST, RowKind.CARD, RowKind.AGENT_OUTPUT, RowKind.ERROR)
+# What a regenerate may name: any row of an answer (one that ends on a notice, Stop before
+# any text, has its one action row on that notice).
+ANSWER_KINDS = (RowKind.HOST, RowKind.CARD, RowKind.AGENT_OUTPUT, RowKind.ERROR, RowKind.NOTICE)
 LEFT_BRANCH = {"dismissed": True}  # a card waiting on a branch that is left
 
 

@@ -346,7 +346,7 @@ def _form_sequence() -> int:
 @login_required
 @message_rate_limit
 def regenerate(conversation_id: int):
-    """A row's Regenerate button: a new answer beside the old one."""
+    """An answer's Regenerate button: a new answer beside the old one."""
     conversation = owned_conversation_for_turn(conversation_id)
     try:
         start_turn(conversation.id, None, None, ("regenerate", _form_sequence()))

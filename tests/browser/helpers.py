@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.factories import PASSWORD
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
 
 
 def log_in(page, live_server, email="ada@example.com", password=PASSWORD):
@@ -56,3 +57,26 @@ def wait_until(page, expression: str, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {expression}")
         page.wait_for_timeout(25)
+
+
+def audit(page) -> list[str]:
+    """axe-core's serious and critical violations on the page as shown. axe is evaluated
+    through the DevTools protocol, so the page's CSP stays on for the console check."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE.read_text())
+    return page.evaluate(
+        """async () => {
+          // Judge the page as it settles, not halfway through a fade (a row's time fades in
+          // when its card takes focus): wait for the finite transitions under way.
+          const fading = document.getAnimations().filter(
+            (a) => a.effect && a.effect.getComputedTiming().endTime !== Infinity);
+          await Promise.race([
+            Promise.all(fading.map((a) => a.finished.catch(() => null))),
+            new Promise((done) => setTimeout(done, 2000)),
+          ]);
+          const result = await axe.run(document, { resultTypes: ["violations"] });
+          return result.violations
+            .filter((v) => v.impact === "serious" || v.impact === "critical")
+            .map((v) => `${v.id}: ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")}`);
+        }"""
+    )

@@ -3,8 +3,8 @@ editing in place, and all of it from the keyboard."""
 
 from __future__ import annotations
 
-from tests.browser.helpers import log_in, new_chat, send_message, wait_until
-from tests.fake_model import Turn, text
+from tests.browser.helpers import audit, log_in, new_chat, send_message, wait_until
+from tests.fake_model import Turn, text, tool_use
 
 
 def _answered(page, live_server, fake_model, message, answer):
@@ -126,5 +126,84 @@ def test_regenerate_edit_and_the_pager_work_from_the_keyboard(
         ".row-user:has-text('Name my evening course') .branch-count:has-text('2/2')"
     )
     page.wait_for_selector(".row-host:has-text('Evening Ease.')")
+    assert fake_model.rejections == []
+    assert context.page_errors == []
+
+
+LAST_ROW = "#rows > article.row:last-of-type"
+
+
+def _visible(page, selector):
+    return page.locator(f"{selector} >> visible=true")
+
+
+def test_an_answer_of_text_a_card_and_text_has_one_action_row_at_its_end(
+    context, page, live_server, person, fake_model
+):
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    options = [{"label": "Blue", "value": "blue"}, {"label": "Red", "value": "red"}]
+    fake_model.script(
+        Turn(
+            text("Let me ask first."),
+            tool_use("ask_user", {"question": "Which colour?", "options": options}),
+        ),
+        Turn(text("Blue it **is**.")),
+    )
+    log_in(page, live_server)
+    new_chat(page, live_server)
+    send_message(page, "Pick my brand colour")
+    page.wait_for_selector(".card-q[data-status=awaiting]")
+    _idle(page)
+    page.check(".card-q input[type=radio] >> nth=0")
+    page.click(".card-q [data-card-submit]")
+    page.wait_for_selector(f"{LAST_ROW}.row-host:has-text('Blue it is.')")
+    _idle(page)
+
+    # One Copy and one Regenerate for the whole answer, after its last row (below the card).
+    assert page.locator("#rows > article.row:not(.row-user)").count() >= 2
+    assert _visible(page, ".row-regenerate").count() == 1
+    assert _visible(page, ".answer-copy").count() == 1
+    assert _visible(page, f"{LAST_ROW} .answer-actions").count() == 1
+    card_box = page.locator(".card-q").bounding_box()
+    actions = _visible(page, ".answer-actions")
+    assert actions.bounding_box()["y"] > card_box["y"] + card_box["height"]
+    assert _visible(page, ".row-edit").count() == 1  # the person's message keeps its Edit
+
+    # Copy takes the whole answer: every host row's Markdown, in order.
+    _visible(page, ".answer-copy").click()
+    page.wait_for_selector(".answer-copy.copied >> visible=true")
+    copied = page.evaluate("() => navigator.clipboard.readText()")
+    assert copied.startswith("Let me ask first.") and copied.endswith("Blue it **is**.")
+
+    # A phone: the time and the actions are one line; a row before the last only its time.
+    page.set_viewport_size({"width": 360, "height": 740})
+    last_meta = page.locator(f"{LAST_ROW} > .row-meta").bounding_box()
+    assert last_meta["height"] <= 48, last_meta
+    earlier = page.locator("#rows > article.row-card > .row-meta").bounding_box()
+    assert earlier["height"] <= 30, earlier
+    page.set_viewport_size({"width": 1280, "height": 860})
+
+    # After a regenerate, the answer's pager is in that one action row, below the card.
+    fake_model.script(Turn(text("Try green.")))
+    _visible(page, ".row-regenerate").click()
+    page.wait_for_selector(f"{LAST_ROW}:has-text('Try green.') .branch-count:has-text('2/2')")
+    _idle(page)
+    page.click(f"{LAST_ROW} .branch-step[data-dir=prev]")
+    page.wait_for_selector(".card-q")
+    page.wait_for_selector(f"{LAST_ROW}:has-text('Blue it is.')")
+    pager = _visible(page, ".branch-pager")
+    assert pager.count() == 1
+    assert pager.inner_text().replace("\n", "").startswith("‹1/2")
+    assert page.locator(f"{LAST_ROW} .branch-pager").is_visible()
+    card_box = page.locator(".card-q").bounding_box()
+    assert pager.bounding_box()["y"] > card_box["y"] + card_box["height"]
+    assert _visible(page, ".row-regenerate").count() == 1
+    page.click(f"{LAST_ROW} .branch-step[data-dir=next]")
+    page.wait_for_selector(f"{LAST_ROW}:has-text('Try green.') .branch-count:has-text('2/2')")
+
+    # Dark, on a phone: axe-core finds nothing serious.
+    page.emulate_media(color_scheme="dark")
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert audit(page) == []
     assert fake_model.rejections == []
     assert context.page_errors == []

@@ -300,10 +300,10 @@ def test_copy_a_code_block_and_a_whole_message(page, live_server, person, fake_m
     )
     assert "Copied" in page.inner_text("#copy-status")
 
-    message_button = page.get_by_role("button", name="Copy message as Markdown")
+    message_button = page.get_by_role("button", name="Copy this answer as Markdown")
     message_button.focus()
-    page.wait_for_timeout(250)  # the row's meta fades in on focus
-    assert page.locator("#m-2 .row-meta").evaluate("(el) => getComputedStyle(el).opacity") == "1"
+    page.wait_for_timeout(250)  # the row's time fades in on focus
+    assert page.locator("#m-2 .row-time").evaluate("(el) => getComputedStyle(el).opacity") == "1"
     page.keyboard.press("Space")
     page.wait_for_selector("#m-2 .row-meta button.copied:has-text('Copied')")
     assert page.evaluate("() => navigator.clipboard.readText()") == STRUCTURED_REPLY
@@ -340,7 +340,7 @@ def test_rows_show_their_time_and_days_are_separated(page, live_server, person, 
     assert order[0] not in ("Today", "Yesterday") and order[1] == "m-1"
     assert order[2:] == ["Yesterday", "m-2", "Today", "m-3"]
     # The time is in the page for screen readers; it shows on hover.
-    first = page.locator("#m-1 .row-meta")
+    first = page.locator("#m-1 .row-time")
     assert first.evaluate("(el) => getComputedStyle(el).opacity") == "0"
     page.hover("#m-1")
     page.wait_for_timeout(250)

@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 
 from app.accounts.models import User
-from tests.browser.helpers import log_in, screenshot, wait_until
+from tests.browser.helpers import audit, log_in, screenshot, wait_until
 from tests.fake_model import Turn, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[2]
-AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 DOCS = ROOT / "docs"
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
 DESKTOP = {"viewport": {"width": 1280, "height": 800}}
@@ -126,29 +125,6 @@ def _watch_console(page) -> list[str]:
     return errors
 
 
-def _audit(page) -> list[str]:
-    """axe-core's serious and critical violations on the page as shown. axe is evaluated
-    through the DevTools protocol, so the page's CSP stays on for the console check."""
-    if not page.evaluate("typeof window.axe !== 'undefined'"):
-        page.evaluate(AXE.read_text())
-    return page.evaluate(
-        """async () => {
-          // Judge the page as it settles, not halfway through a fade (a row's time fades in
-          // when its card takes focus): wait for the finite transitions under way.
-          const fading = document.getAnimations().filter(
-            (a) => a.effect && a.effect.getComputedTiming().endTime !== Infinity);
-          await Promise.race([
-            Promise.all(fading.map((a) => a.finished.catch(() => null))),
-            new Promise((done) => setTimeout(done, 2000)),
-          ]);
-          const result = await axe.run(document, { resultTypes: ["violations"] });
-          return result.violations
-            .filter((v) => v.impact === "serious" || v.impact === "critical")
-            .map((v) => `${v.id}: ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")}`);
-        }"""
-    )
-
-
 def _overflow(page, width: int) -> list[str]:
     """What makes the page wider than the screen (compared with the device's width: on a
     phone the layout viewport itself widens to fit wide content)."""
@@ -202,7 +178,7 @@ def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
     errors = _watch_console(page)
     page.goto(f"{server.url}/login")
     problems = {}
-    found = _audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
+    found = audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
     if found:
         problems["/login"] = found
     log_in(page, server)
@@ -213,7 +189,7 @@ def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
             page.wait_for_selector(".card-q[data-enhanced=true]", state="attached")
         if path == "/chats/new":
             assert page.is_visible("#starter-1-untrusted")
-        found = _audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
+        found = audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
         if found:
             problems[path] = found
     # The README's pictures: the chat with its waiting card.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
+from tests.fake_model import Turn, text, tool_use
 from tests.web.helpers import snapshot
 
 
@@ -62,3 +63,55 @@ def _latest_run(app, chat_id):
         return session.scalar(
             select(Run.id).where(Run.conversation_id == chat_id).order_by(Run.id.desc()).limit(1)
         )
+
+
+def test_an_answer_of_several_rows_carries_its_pager_and_regenerate_on_each_row(
+    app, chat, fake_model
+):
+    """Every row of an answer renders the answer's one action row (the page's CSS shows the
+    last one's): the pager of the answer's head, Regenerate and Copy; the person's message
+    keeps its Edit."""
+    import re
+
+    fake_model.script(
+        Turn(text("Looking."), tool_use("list_offers", {})),
+        Turn(text("None yet.")),
+        Turn(text("Checking."), tool_use("list_offers", {})),
+        Turn(text("Still none.")),
+    )
+    chat_id = chat.new_chat()
+    chat.wait(chat.send(chat_id, "What do I sell?"))
+    htmx = {**chat.auth.headers(), "HX-Request": "true"}
+    chat.client.post(f"/chats/{chat_id}/regenerate", data={"sequence": "4"}, headers=htmx)
+    chat.wait(_latest_run(app, chat_id))
+    assert [r["sequence"] for r in chat.rows(chat_id)] == [1, 5, 7]
+
+    page = chat.client.get(f"/chats/{chat_id}").get_data(as_text=True)
+    rows = {m[1]: m[0] for m in re.finditer(r'<article id="m-(\d+)".*?</article>', page, re.S)}
+    assert 'aria-label="Edit this message"' in rows["1"] and "branch-pager" not in rows["1"]
+    assert "Regenerate" not in rows["1"] and "data-copy" not in rows["1"]
+    for sequence in ("5", "7"):
+        row = rows[sequence]
+        assert row.count('class="row-actions answer-actions"') == 1
+        assert 'data-versions="2,5"' in row and "Version 2 of 2" in row
+        assert 'hx-vals=\'{"sequence": "2"}\'' in row  # the previous answer's head
+        assert 'aria-label="Regenerate this answer"' in row
+        assert 'aria-label="Copy this answer as Markdown"' in row
+        assert "Edit this message" not in row
+
+    # A notice that ends an answer (Stop before any text) regenerates it too.
+    from app.chat.rows import insert_message
+
+    with app.extensions["database"].session() as session:
+        notice = insert_message(
+            session, chat_id, role="assistant", kind="notice", content="Stopped."
+        ).sequence
+        session.commit()
+    fake_model.script("Third.")
+    response = chat.client.post(
+        f"/chats/{chat_id}/regenerate", data={"sequence": str(notice)}, headers=htmx
+    )
+    assert response.status_code == 200
+    chat.wait(_latest_run(app, chat_id))
+    assert [r["content"] for r in chat.rows(chat_id)][-1] == "Third."
+    assert chat.rows(chat_id)[1]["siblings"] == [2, 5, notice + 1]

@@ -1,5 +1,5 @@
 """What every chat row carries besides its content: the time it was written, a host
-message's copy button with its Markdown source, code blocks with their language, and the
+message's Markdown source and its answer's copy button, code blocks with their language, and the
 day separators of a chat spanning days."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_a_host_message_has_a_copy_button_and_its_markdown_source(app, client, u
     html = client.get(f"/chats/{chat}").get_data(as_text=True)
     user_row, host_row = re.findall(r"<article .*?</article>", html, re.S)
     assert "data-copy" not in user_row
-    assert 'data-copy="message" aria-label="Copy message as Markdown"' in host_row
+    assert 'data-copy="answer" aria-label="Copy this answer as Markdown"' in host_row
     template = re.search(r'<template class="row-markdown">(.*?)</template>', host_row, re.S)[1]
     assert template == (
         "## Plan\n\n&lt;script&gt;alert(1)&lt;/script&gt; &amp; **bold**\n\n"
