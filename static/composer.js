@@ -1,6 +1,10 @@
 // The composer. One message box lives for the page's life: a new composer from the server
 // (this tab's send, the socket's busy/idle, another tab's send) has its buttons and state
 // patched around the box, so what is being typed, the focus and the selection survive.
+// Its mode (data-state: idle, answering, card) is the server's alone: every composer the
+// server sends carries the run's state with a version (data-version), and one older than
+// the composer shown is dropped (a late frame never brings Stop back). What this tab does
+// (Esc, Stop) only shows a pending hint until the server's next composer replaces it.
 // The draft is kept per chat in localStorage across reloads. Esc stops a run; files come
 // by the attach button, a drop or a paste; a send that cannot go says so and keeps the
 // draft. No inline scripts: the CSP forbids them.
@@ -42,7 +46,14 @@ const Composer = (() => {
   }
 
   // -- the box kept across swaps ----------------------------------------------------------
+  const versionOf = (element) => {
+    const value = Number(element.dataset.version);
+    return Number.isFinite(value) ? value : -1;
+  };
+
   function patch(current, incoming) {
+    // An older state than the one shown is stale: what it says has been left since.
+    if (versionOf(incoming) < versionOf(current)) return true;
     const input = current.querySelector("#composer-input");
     const fresh = incoming.querySelector("#composer-input");
     if (!input || !fresh) return false;
@@ -118,6 +129,24 @@ const Composer = (() => {
       event.preventDefault();
       stop.click();
       box()?.focus();
+    });
+
+    // A stop asked for: a hint until the server answers with the run's state (its answer
+    // and the socket's frames replace the whole composer, the hint with it).
+    document.body.addEventListener("htmx:beforeRequest", (event) => {
+      const stop = event.detail.elt;
+      if (!stop || !stop.matches || !stop.matches("#composer button.stop")) return;
+      form().dataset.pending = "stop";
+      stop.textContent = "Stopping…";
+    });
+    document.body.addEventListener("htmx:afterRequest", (event) => {
+      const stop = event.detail.elt;
+      if (!stop || !stop.matches || !stop.matches("button.stop") || event.detail.successful) return;
+      // Not answered (the connection failed): the hint goes; the socket says the rest.
+      if (form()?.dataset.pending === "stop") {
+        delete form().dataset.pending;
+        if (form().contains(stop)) stop.textContent = "Stop";
+      }
     });
 
     document.body.addEventListener("htmx:beforeRequest", (event) => {

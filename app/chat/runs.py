@@ -262,3 +262,33 @@ def approval_pending(session: Session, conversation_id: int) -> bool:
 def awaiting_approval(session: Session, conversation_id: int) -> Message | None:
     """The latest card, when it is a confirmation approved but not yet carried out."""
     return approved_not_run(latest_card(session, conversation_id))
+
+
+class ComposerState(NamedTuple):
+    """What the chat's composer shows, as the server knows it: "answering" (a run in
+    flight: Stop), "card" (a card waits for its answer) or "idle". `version` orders the
+    states a page may receive out of order (an HTTP answer, socket frames, a reconnect):
+    2 × the run's id while it is in flight, 2 × the latest run's id + 1 once it ended, 0
+    before any run. Run ids are never reused, so a later state never has a smaller one."""
+
+    mode: str
+    version: int
+
+    @property
+    def busy(self) -> bool:
+        return self.mode == "answering"
+
+
+IDLE_COMPOSER = ComposerState("idle", 0)
+
+
+def composer_state(session: Session, conversation_id: int) -> ComposerState:
+    """The composer's state read now (the caller's transaction sees what was committed)."""
+    active = active_run(session, conversation_id)
+    if active is not None:
+        return ComposerState("answering", 2 * active.id)
+    latest = session.scalar(select(func.max(Run.id)).where(Run.conversation_id == conversation_id))
+    if latest is None:
+        return IDLE_COMPOSER
+    mode = "card" if awaiting_card(session, conversation_id) is not None else "idle"
+    return ComposerState(mode, 2 * latest + 1)

@@ -48,6 +48,7 @@ from app.error_codes import ErrorCode
 from app.kinds import CardKind, CardStatus, RowKind
 from app.tools.questionnaire import check_step
 from app.web.access import is_htmx, owned_conversation_for_turn
+from app.web.chat import composer_html
 from app.web.chat_actions import start_turn
 from app.web.errors import ApiError, error_response
 from app.web.extensions import message_rate_limit
@@ -338,7 +339,9 @@ def _refused(
         page = current_app.view_functions["chat.show"](conversation_id=conversation_id)
         return make_response(page, status)
     html = render_template("chat/_row.html", row=row_dict(row), conversation_id=conversation_id)
-    return make_response(html, status)
+    # The composer as the run is now: an answer that did not take changes nothing here,
+    # and the page follows the server, not the click.
+    return make_response(html + composer_html(conversation_id), status)
 
 
 def _first_error(parsed: ParsedAnswer) -> str:
@@ -397,4 +400,6 @@ def answer(conversation_id: int, tool_use_id: str):
     if not is_htmx():
         target = url_for("chat.show", conversation_id=conversation.id)
         return redirect(f"{target}#m-{row['sequence']}", 303)
-    return render_template("chat/_row.html", row=row, conversation_id=conversation.id)
+    return render_template(
+        "chat/_row.html", row=row, conversation_id=conversation.id
+    ) + composer_html(conversation.id)

@@ -18,6 +18,7 @@ from limits.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateL
 from app.chat.branches import branch_version, current_leaf, last_sequence, shown_rows
 from app.chat.conversations import conversation_dict
 from app.chat.models import Conversation
+from app.chat.runs import composer_state
 from app.db import read_transaction
 from app.events import BranchChanged, RowPersisted, RunError
 from app.web.input_gate import InputRefused, load_json, max_id
@@ -158,10 +159,15 @@ class CatchUps:
             # Its title as it is now: one given while this socket was not yet (or no
             # longer) open would otherwise never reach the header, the tab and the list.
             shown = conversation_dict(conversation)
+            # And the run's state: a run that started, paused or ended while the socket
+            # was down (or before the page's socket opened) shows in its composer.
+            composer = composer_state(session, self.conversation_id)
         frames = self.frames.render(events) if events else []
         if more is not None:
             frames.append(self.frames.more(more))
         frames.append(self._title_frame(shown))
+        if self.frames.sends_composer:
+            frames.append(self.frames.composer(composer))
         return frames
 
     def _title_frame(self, shown: dict) -> str:

@@ -33,8 +33,9 @@ from app.chat.conversations import (
     create_conversation,
     rename_conversation,
 )
-from app.chat.models import Conversation, ConversationStatus, Message
-from app.db import utcnow
+from app.chat.models import Conversation, Message
+from app.chat.runs import IDLE_COMPOSER, composer_state
+from app.db import read_transaction, utcnow
 from app.error_codes import ErrorCode
 from app.events import ConversationChanged, ConversationDeleted
 from app.web.access import (
@@ -62,6 +63,23 @@ from app.workspace.models import Attachment
 
 bp = Blueprint("chat", __name__)
 bp.add_app_template_global(shown_chat_id)
+bp.add_app_template_global(IDLE_COMPOSER, "idle_composer")
+
+
+def composer_html(conversation_id: int, draft: str | None = None) -> str:
+    """The composer as the server knows the chat's run now (out of band): every answer
+    that may change the run's state carries it, whatever the person's action was."""
+    session = db_session()
+    session.expire_all()
+    with read_transaction(session):
+        state = composer_state(session, conversation_id)
+    return render_template(
+        "chat/_composer.html",
+        conversation_id=conversation_id,
+        state=state,
+        draft=draft,
+        swap_oob=True,
+    )
 
 
 def _page(conversation: Conversation | None, new_chat: bool = False):
@@ -74,7 +92,7 @@ def _page(conversation: Conversation | None, new_chat: bool = False):
         conversation=conversation,
         new_chat=new_chat,  # (not `draft`: the composer prints a `draft` as its text)
         rows=rows,
-        busy=conversation is not None and conversation.status == ConversationStatus.STREAMING,
+        composer=composer_state(session, conversation.id) if conversation else None,
         form=ConfirmForm(),
         starters=starters,
         starters_pending=pending,
@@ -300,9 +318,7 @@ def send_message(conversation_id: int):
     # The answer carries the new state too, so the page is right even before its socket is.
     db_session().refresh(conversation)
     html = (
-        render_template(
-            "chat/_composer.html", conversation_id=conversation.id, busy=True, swap_oob=True
-        )
+        composer_html(conversation.id)
         + render_template("chat/_conversation_item.html", item=conversation, swap_oob=True)
         + render_template(
             "chat/_attachments.html", conversation_id=conversation.id, swap_oob=True
@@ -321,14 +337,11 @@ def _banner_response(
     """`headers`: e.g. Retry-After on a 429, kept for the page as for scripts."""
     if not is_htmx():
         return render_template("error.html", status=status, message=message), status, headers or {}
-    # The composer keeps the draft; the banner says what went wrong.
-    html = render_template(
-        "chat/_composer.html",
-        conversation_id=conversation_id,
-        busy=False,
-        draft=draft,
-        swap_oob=True,
-    ) + render_template("chat/_banner.html", message=message, swap_oob=True)
+    # The composer keeps the draft (in the run's state: a refusal may come while one
+    # runs); the banner says what went wrong.
+    html = composer_html(conversation_id, draft) + render_template(
+        "chat/_banner.html", message=message, swap_oob=True
+    )
     return make_response(html, status, headers or {})
 
 
@@ -400,19 +413,21 @@ def _busy_response(conversation: Conversation):
     if not is_htmx():
         return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
     db_session().refresh(conversation)
-    return render_template(
-        "chat/_composer.html", conversation_id=conversation.id, busy=True, swap_oob=True
-    ) + render_template("chat/_conversation_item.html", item=conversation, swap_oob=True)
+    return composer_html(conversation.id) + render_template(
+        "chat/_conversation_item.html", item=conversation, swap_oob=True
+    )
 
 
 @bp.post("/chats/<int:conversation_id>/stop")
 @login_required
 def stop(conversation_id: int):
-    """The Stop button: the reply being written ends, keeping what was shown."""
+    """The Stop button: the reply being written ends, keeping what was shown. The page gets
+    the composer as the run is now: idle once stopped, or the card the run paused on
+    before the stop arrived (nothing was left to stop)."""
     conversation = owned_or_404(Conversation, conversation_id)
     stop_conversation(conversation.id)
     if is_htmx():
-        return "", 204
+        return composer_html(conversation.id)
     return redirect(url_for("chat.show", conversation_id=conversation.id))
 
 

@@ -10,7 +10,7 @@ import time
 from flask import render_template
 
 from app import events as ev
-from app.chat.models import ConversationStatus
+from app.chat.runs import ComposerState
 from app.kinds import RowKind
 from app.stream.live import LiveState
 from app.web.live_text import LiveText
@@ -20,6 +20,8 @@ class JsonFrames:
     """One JSON object per event (docs/CONTRACT.md)."""
 
     min_interval = 0.0
+    # JSON clients read the run's state from `done` and `conversation` frames themselves.
+    sends_composer = False
 
     def __init__(self, conversation_id: int, snapshot: LiveState):
         self.conversation_id = conversation_id
@@ -44,6 +46,9 @@ class JsonFrames:
     def flush(self) -> list[str]:
         return []
 
+    def composer(self, state: ComposerState) -> str:
+        return ""
+
 
 class HtmlFrames:
     """HTML fragments; one frame per batch. The live area mirrors the hub's live state so
@@ -52,6 +57,10 @@ class HtmlFrames:
     # At most ~120 DOM updates a second: a token at 60 tokens/s is swapped in as it comes
     # (within a few ms of the model), while a burst still arrives as one frame.
     min_interval = 1 / 120
+    # The composer follows the run's state as the database has it (app.chat.runs
+    # .composer_state), read by the socket after the events that change it and on every
+    # catch-up; never worked out from the events alone, which a page may get late.
+    sends_composer = True
 
     def __init__(self, conversation_id: int, snapshot: LiveState, clock=time.monotonic):
         self.conversation_id = conversation_id
@@ -112,8 +121,7 @@ class HtmlFrames:
                 return html
             case ev.Done():
                 self.live_text.closed()
-                live_area = _template("chat/_live.html", live=None, swap_oob=True)
-                return live_area + self._composer(busy=False)
+                return _template("chat/_live.html", live=None, swap_oob=True)
         return self._page_event(event)
 
     def _page_event(self, event: ev.Event) -> str:
@@ -140,20 +148,17 @@ class HtmlFrames:
                     html += _template("chat/_chat_title.html", title="Deleted chat", swap_oob=True)
                 return html
             case ev.ConversationChanged(conversation=conversation):
-                html = self.title(conversation)
-                shown_here = conversation["id"] == self.conversation_id
-                if shown_here and conversation["status"] == ConversationStatus.STREAMING:
-                    html += self._composer(busy=True)
-                return html
+                return self.title(conversation)
         return ""
 
     def _rows(self, rows: list[dict], **swap) -> str:
         """Rows appended, or the rows replaced (`swap`, `branch_version`: chat/_rows.html)."""
         return _template("chat/_rows.html", rows=rows, conversation_id=self.conversation_id, **swap)
 
-    def _composer(self, busy: bool) -> str:
+    def composer(self, state: ComposerState) -> str:
+        """The composer in the run's state, with its version (chat/_composer.html)."""
         return _template(
-            "chat/_composer.html", conversation_id=self.conversation_id, busy=busy, swap_oob=True
+            "chat/_composer.html", conversation_id=self.conversation_id, state=state, swap_oob=True
         )
 
     def more(self, after: int) -> str:

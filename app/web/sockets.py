@@ -10,7 +10,9 @@ from urllib.parse import urlsplit
 from flask import Blueprint, abort, current_app, request
 from flask_login import current_user
 
+from app import events as ev
 from app.chat.models import Conversation
+from app.chat.runs import composer_state
 from app.db import read_transaction
 from app.events import AccessEnded, BranchChanged
 from app.web.catch_up import AccessGone, CatchUps, shown_branch
@@ -208,6 +210,8 @@ def _relay(ws, subscription, frames, catch_ups: CatchUps) -> None:
         )
         for frame in frames.render(batch):
             ws.send(frame)
+        if frames.sends_composer and _changes_run_state(conversation_id, batch):
+            ws.send(composer_frame(frames, conversation_id))
         last_send = time.monotonic()
         if subscription.overflowed:
             # Too far behind: reconnecting catches up from rows and the live state.
@@ -216,6 +220,31 @@ def _relay(ws, subscription, frames, catch_ups: CatchUps) -> None:
         # Every turn, not only when the stream is quiet: a client joining mid-run asks
         # for the rows it missed while the run streams.
         _read_client_messages(ws, catch_ups)
+
+
+def _changes_run_state(conversation_id: int, batch: list) -> bool:
+    """Whether the batch may change what the composer shows: a run of this chat started
+    or ended (its status is published with every start and end), or another branch is
+    shown (a card left there is dismissed)."""
+    return any(
+        isinstance(event, ev.Done | BranchChanged)
+        or (
+            isinstance(event, ev.ConversationChanged)
+            and event.conversation.get("id") == conversation_id
+        )
+        for event in batch
+    )
+
+
+def composer_frame(frames, conversation_id: int) -> str:
+    """The composer in the run's state as the database has it now (a read that comes
+    after the events that changed it, so never older than what they said)."""
+    with (
+        current_app.extensions["services"].database.session() as session,
+        read_transaction(session),
+    ):
+        state = composer_state(session, conversation_id)
+    return frames.composer(state)
 
 
 def _without_access_ended(access: SocketAccess, batch: list) -> list:

@@ -281,7 +281,7 @@ def test_the_html_socket_sends_the_live_text_rendered_a_few_times_a_second(
             raw = ws.receive(timeout=0.5)
             if raw is not None:
                 frames.append((time.monotonic(), raw))
-                if 'id="composer" class="composer"' in raw:
+                if 'data-state="idle" data-version="3"' in raw:  # run 1 ended
                     break
     finally:
         ws.close()
@@ -318,3 +318,46 @@ def test_a_page_whose_socket_opens_late_still_gets_the_current_title(app, server
         f'<li id="conv-{chat_id}" class="conversation-item current" hx-swap-oob="true">' in received
     )
     assert 'aria-current="page"' in received
+
+
+def _html_until(ws, needle: str, timeout: float = 10.0) -> str:
+    received = ""
+    deadline = time.monotonic() + timeout
+    while needle not in received:
+        assert time.monotonic() < deadline, received
+        received += ws.receive(timeout=0.5) or ""
+    return received
+
+
+def test_the_html_socket_says_the_runs_state_with_a_version_and_again_on_reconnect(
+    app, server, auth, fake_model
+):
+    """The composer follows the run as the database has it: answering while it runs, the
+    card once it pauses on one (version 2 × run id + 1), and a socket that connects
+    afterwards (a reconnect) is told the same in its catch-up."""
+    from tests.fake_model import tool_use
+
+    user_id = auth.create()
+    token, chat_id = _token(app, user_id), _chat(app, user_id)
+    options = [{"label": "Red", "value": "red"}, {"label": "Blue", "value": "blue"}]
+    fake_model.script(
+        Turn(text("Which?"), tool_use("ask_user", {"question": "Colour?", "options": options}))
+    )
+    ws = _connect(server, chat_id, token=token, fmt="html")
+    try:
+        ws.send(json.dumps({"after": 0}))
+        assert 'data-state="idle" data-version="0"' in _html_until(ws, 'id="composer"')
+        wait_subscribed(app, chat_id)
+        run_id = _start_run(server, token, chat_id)
+        received = _html_until(ws, 'data-state="card"')
+    finally:
+        ws.close()
+    assert f'data-state="card" data-version="{2 * run_id + 1}"' in received
+    assert "button" in received and 'class="stop"' not in received.split('data-state="card"')[1]
+    again = _connect(server, chat_id, token=token, fmt="html")
+    try:
+        again.send(json.dumps({"after": 0}))
+        caught_up = _html_until(again, 'id="composer"')
+    finally:
+        again.close()
+    assert f'data-state="card" data-version="{2 * run_id + 1}"' in caught_up
