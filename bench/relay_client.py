@@ -51,8 +51,10 @@ HTML_TAG = re.compile(r"<[^>]+>")
 HTML_HOST_ROW = re.compile(
     r'class="row row-host".*?<div class="row-body md" hx-disable>(.*?)</div>', re.S
 )
-# The end of a run on the htmx socket: the composer comes back, not busy.
-HTML_DONE = 'id="composer" class="composer"'
+# The end of a run on the htmx socket: the composer comes back idle, with a version newer
+# than any the socket showed before the turn (an idle composer also answers the hello, and
+# a run's end may send it twice: docs/CONTRACT.md).
+HTML_COMPOSER = re.compile(r'id="composer"[^>]*data-state="(\w+)" data-version="(\d+)"')
 HTML_ERROR = 'class="banner banner-shown"'  # a RunError's banner (an empty one clears it)
 
 
@@ -79,6 +81,8 @@ class Tally:
     token_frames: int = 0
     other_frames: int = 0
     live_done: int = 0  # stamps of the htmx socket's live text in its stable part
+    composer_floor: int = 0  # the newest composer version seen before this turn
+    composer_seen: int = 0
     done: bool = False
     error: str | None = None
 
@@ -181,10 +185,11 @@ def read_html_frame(tally: Tally, data: str, arrival: int) -> bool:
         tally.other_frames += 1
     if HTML_ERROR in data:
         raise StreamFailed("error banner")
-    if HTML_DONE in data:
-        tally.done = True
-        return True
-    return False
+    for state, version in HTML_COMPOSER.findall(data):
+        tally.composer_seen = max(tally.composer_seen, int(version))
+        if state == "idle" and int(version) > tally.composer_floor:
+            tally.done = True
+    return tally.done
 
 
 READERS = {"json": read_json_frame, "htmx": read_html_frame}
@@ -199,6 +204,8 @@ class RelayStream:
     chat_id: int | None = None
     socket: ClientConnection | None = None
     tally: Tally = field(default_factory=Tally)
+    composer_version: int = 0  # the newest composer its htmx socket showed
+
 
 
 class RelayClient:
@@ -268,6 +275,7 @@ class RelayClient:
 
     async def turn(self, stream: RelayStream, message: str, tally: Tally) -> None:
         # Read while the POST is in flight: the run may stream before its 202 comes back.
+        tally.composer_floor = tally.composer_seen = stream.composer_version
         reading = asyncio.create_task(self._read_until_done(stream, tally))
         tally.started_ns = time.time_ns()
         try:
@@ -289,7 +297,9 @@ class RelayClient:
     async def _read_until_done(self, stream: RelayStream, tally: Tally) -> None:
         while True:
             data = await stream.socket.recv()  # ConnectionClosed when the server closes it
-            if self.read_frame(tally, data, time.time_ns()):
+            done = self.read_frame(tally, data, time.time_ns())
+            stream.composer_version = max(stream.composer_version, tally.composer_seen)
+            if done:
                 return
 
     async def close(self) -> None:

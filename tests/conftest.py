@@ -3,9 +3,12 @@ schema when DATABASE_URL names PostgreSQL), a client, and helpers to log in."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
@@ -125,8 +128,43 @@ def _copy_schema(schema, database_url) -> bool:
     return True
 
 
+class _NoModelHandler(BaseHTTPRequestHandler):
+    """Every request refused at once as the Messages API refuses a bad one (400 is never
+    retried): a run a test did not script ends in milliseconds, where a closed port cost
+    the SDK's three retries with backoff (about 3 s, in every such test's teardown)."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        message = "No model in this test: use the fake_model fixture to script one."
+        body = json.dumps(
+            {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        ).encode()
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def no_model_url():
+    """The model endpoint of an app whose test talks to no model."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoModelHandler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
 @pytest.fixture
-def make_app(tmp_path, database_url, sqlite_schema):
+def make_app(tmp_path, database_url, sqlite_schema, no_model_url):
     """Build an app on this test's database; call again for a second, fresh process state."""
     apps = []
     # The test's own namespace on a shared Redis (hub channels and live state): ids repeat
@@ -140,10 +178,10 @@ def make_app(tmp_path, database_url, sqlite_schema):
             "secret_key": "test-secret",
             "TESTING": True,
             "RATELIMIT_KEY_PREFIX": RATE_LIMIT_PREFIX,
-            # No test reaches a real model: the default endpoint is a closed local port;
+            # No test reaches a real model: the default endpoint refuses every request;
             # tests that talk to a model pass the fake model server's URL.
             "model_provider": "anthropic",
-            "anthropic_base_url": "http://127.0.0.1:9",
+            "anthropic_base_url": no_model_url,
             "anthropic_api_key": "test-key",
             "redis_prefix": hub_prefix,
             # Naming a chat after its first run is one more fast-model request, which

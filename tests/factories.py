@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from concurrent import futures
 
 import pytest
 from sqlalchemy import select
@@ -254,7 +255,12 @@ class ChatDriver:
         )
 
     def wait(self, run_id, timeout=15.0) -> dict:
+        """The run once it no longer runs. In-process runs are awaited on their future
+        (an event: no poll competes with the run for the GIL); a worker's are polled."""
         deadline = time.monotonic() + timeout
+        future = getattr(self.app.extensions["executor"], "futures", {}).get(run_id)
+        if future is not None:
+            futures.wait([future], timeout=timeout)
         while time.monotonic() < deadline:
             run = self.client.get(f"/api/runs/{run_id}").get_json()
             if run["status"] not in ACTIVE_RUN_STATUSES:

@@ -48,8 +48,8 @@ from app.error_codes import ErrorCode
 from app.kinds import CardKind, CardStatus, RowKind
 from app.tools.questionnaire import check_step
 from app.web.access import is_htmx, owned_conversation_for_turn
-from app.web.chat import composer_html
 from app.web.chat_actions import start_turn
+from app.web.composer import composer_html
 from app.web.errors import ApiError, error_response
 from app.web.extensions import message_rate_limit
 from app.web.identity import db_session, wants_json

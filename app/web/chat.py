@@ -35,7 +35,7 @@ from app.chat.conversations import (
 )
 from app.chat.models import Conversation, Message
 from app.chat.runs import IDLE_COMPOSER, composer_state
-from app.db import read_transaction, utcnow
+from app.db import utcnow
 from app.error_codes import ErrorCode
 from app.events import ConversationChanged, ConversationDeleted
 from app.web.access import (
@@ -53,6 +53,7 @@ from app.web.chat_actions import (
     store_request_uploads,
     switch_branch,
 )
+from app.web.composer import composer_html
 from app.web.errors import ApiError, error_response
 from app.web.extensions import message_rate_limit, welcome_rate_limit
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
@@ -64,22 +65,6 @@ from app.workspace.models import Attachment
 bp = Blueprint("chat", __name__)
 bp.add_app_template_global(shown_chat_id)
 bp.add_app_template_global(IDLE_COMPOSER, "idle_composer")
-
-
-def composer_html(conversation_id: int, draft: str | None = None) -> str:
-    """The composer as the server knows the chat's run now (out of band): every answer
-    that may change the run's state carries it, whatever the person's action was."""
-    session = db_session()
-    session.expire_all()
-    with read_transaction(session):
-        state = composer_state(session, conversation_id)
-    return render_template(
-        "chat/_composer.html",
-        conversation_id=conversation_id,
-        state=state,
-        draft=draft,
-        swap_oob=True,
-    )
 
 
 def _page(conversation: Conversation | None, new_chat: bool = False):

@@ -198,11 +198,15 @@ def test_a_stable_prefix_renders_the_same_apart_as_together(document):
     step = 1 if len(document) < 2_000 else max(3, len(document) // 2_000)
     cuts = range(0, len(document) + 1, step)
     previous = 0
+    checked = set()
     for cut in cuts:
         boundary = stable_boundary(document[:cut])
         assert boundary >= previous  # it only grows
         assert stable_boundary(document[:cut], previous) == boundary  # incremental scan
         previous = boundary
+        if boundary in checked:
+            continue  # the halves depend on the boundary alone
+        checked.add(boundary)
         apart = str(render_message(document[:boundary])) + str(render_message(document[boundary:]))
         assert apart == whole, (cut, document[max(0, boundary - 40) : boundary + 40])
 
