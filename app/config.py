@@ -130,7 +130,7 @@ def setting(
     """A field of Settings read from `env`; read as the default's type unless `parse`."""
     if parse is None:
         parse = {bool: _bool, int: _whole, float: _seconds}.get(type(default), str)
-    variable = Variable(env, meaning, parse, **more)
+    variable = Variable(env, meaning, parse or str, **more)
     if isinstance(default, dict):
         return field(default_factory=dict, metadata={"variable": variable})
     return field(default=default, metadata={"variable": variable})

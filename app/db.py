@@ -63,7 +63,9 @@ def as_loaded(session: Session, model: type[M], values: dict[str, Any]) -> M:
     mapper = model.__mapper__
     if not mapper.configured:  # a query would have configured it: the first one may be this
         configure_mappers()
-    key = mapper.identity_key_from_primary_key([values[c.key] for c in mapper.primary_key])
+    key = mapper.identity_key_from_primary_key(
+        tuple(values[str(column.key)] for column in mapper.primary_key)
+    )
     loaded = session.identity_map.get(key)
     if loaded is not None:
         return loaded

@@ -144,6 +144,20 @@ class AccessEnded:
     kind: Literal["accessEnded"] = "accessEnded"
 
 
+# The events of one run (they carry its `run_id`), and the rest.
+RunEvent = (
+    TextDelta
+    | HostTurn
+    | Timeline
+    | AgentToken
+    | ToolCallCard
+    | RowPersisted
+    | Done
+    | RunError
+    | Status
+    | Keepalive
+)
+
 Event = (
     TextDelta
     | HostTurn
@@ -168,7 +182,8 @@ def to_wire(event: Event) -> dict[str, Any]:
     """The JSON frame: `type` plus camelCase fields, None fields left out. (On the hot
     path: fields are read directly, not deep-copied as `asdict` would.)"""
     data = {"type": event.kind}
-    for key, wire_key in _wire_keys(type(event)):
+    event_type: type = type(event)
+    for key, wire_key in _wire_keys(event_type):
         value = getattr(event, key)
         if value is not None:
             data[wire_key] = value
@@ -187,7 +202,7 @@ def wire_text(event: Event, *, compact: bool = False) -> str:
 
 
 @cache
-def _wire_keys(event_type: type) -> tuple[tuple[str, str], ...]:
+def _wire_keys(event_type: type[Any]) -> tuple[tuple[str, str], ...]:
     return tuple(
         (f.name, _CAMEL.get(f.name, f.name)) for f in fields(event_type) if f.name != "kind"
     )
@@ -228,3 +243,16 @@ def coalesce(events: list[Event]) -> list[Event]:
         else:
             merged.append(event)
     return merged
+
+
+def coalesce_per_conversation(batch: list[tuple[int, Event]]) -> list[tuple[int, Event]]:
+    """(conversation id, event) pairs grouped per conversation, each in order, with
+    neighbouring text deltas (and agent tokens) of one run as one."""
+    by_conversation: dict[int, list[Event]] = {}
+    for conversation_id, event in batch:
+        by_conversation.setdefault(conversation_id, []).append(event)
+    return [
+        (conversation_id, event)
+        for conversation_id, events in by_conversation.items()
+        for event in coalesce(events)
+    ]

@@ -25,7 +25,7 @@ frames are in [CONTRACT.md](CONTRACT.md); the JSON API's shapes in `/api/openapi
 def render_reference(app: Flask) -> str:
     lines = [HEADER, *_settings_table(), "", "## Routes", "", "| method | path | what it is for |"]
     lines.append("|---|---|---|")
-    for rule in sorted(app.url_map.iter_rules(), key=lambda r: (r.rule, sorted(r.methods))):
+    for rule in sorted(app.url_map.iter_rules(), key=lambda r: (r.rule, sorted(r.methods or ()))):
         if rule.endpoint == "static":
             continue
         view = app.view_functions[rule.endpoint]

@@ -3,6 +3,7 @@ matter (name, description, tier, output_schema, an optional label) and the agent
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -41,7 +42,7 @@ class AgentDefinition:
 class AgentCatalog:
     agents: dict[str, AgentDefinition] = field(default_factory=dict)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[AgentDefinition]:
         return iter(sorted(self.agents.values(), key=lambda a: a.slug))
 
 

@@ -8,14 +8,24 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from app.accounts.models import User
 from app.accounts.onboarding import default_starters
+from app.config import Settings
 from app.db import Database
+from app.llm.client import ModelClient
 from app.llm.errors import ModelError
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
 from app.net.fetch import FetchError, fetch_text
+
+
+class StarterServices(Protocol):
+    """What writing starters needs of the app's services (app/services.py)."""
+
+    settings: Settings
+    model: ModelClient
+
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +118,9 @@ def tidy_starters(data: dict[str, Any], sources: list[dict[str, str]]) -> list[d
     return starters
 
 
-def write_starters(services, role: str, company: str, website: str) -> list[dict[str, Any]]:
+def write_starters(
+    services: StarterServices, role: str, company: str, website: str
+) -> list[dict[str, Any]]:
     """Starters from the fast model; the defaults when the website cannot be read or the
     model fails or answers something malformed. Never raises."""
     settings = services.settings
@@ -137,7 +149,7 @@ def write_starters(services, role: str, company: str, website: str) -> list[dict
     return default_starters()
 
 
-def generate_and_store(services, database: Database, user_id: int) -> None:
+def generate_and_store(services: StarterServices, database: Database, user_id: int) -> None:
     """The background job: read the answers, write starters (no transaction held during
     the slow calls), store them on the person."""
     try:
@@ -146,7 +158,7 @@ def generate_and_store(services, database: Database, user_id: int) -> None:
         log.exception("onboarding: could not store starters for user %s", user_id)
 
 
-def _generate_and_store(services, database: Database, user_id: int) -> None:
+def _generate_and_store(services: StarterServices, database: Database, user_id: int) -> None:
     with database.session() as session:
         user = session.get(User, user_id)
         if user is None:
@@ -174,7 +186,9 @@ class StarterWriters:
         self.lock = threading.Lock()
         self.accounts: set[int] = set()
 
-    def submit(self, services, database: Database, user_id: int) -> Future | None:
+    def submit(
+        self, services: StarterServices, database: Database, user_id: int
+    ) -> Future[None] | None:
         """The job's future, or None when the account has one already or the queue is
         full (the caller then stores the default starters)."""
         with self.lock:
@@ -189,7 +203,7 @@ class StarterWriters:
         with self.lock:
             return user_id in self.accounts
 
-    def _run(self, services, database: Database, user_id: int) -> None:
+    def _run(self, services: StarterServices, database: Database, user_id: int) -> None:
         try:
             generate_and_store(services, database, user_id)
         finally:
@@ -209,7 +223,9 @@ def starter_writers(threads: int) -> StarterWriters:
         return _writers[threads]
 
 
-def start_generation(services, database: Database, user_id: int) -> Future | None:
+def start_generation(
+    services: StarterServices, database: Database, user_id: int
+) -> Future[None] | None:
     """Queue the job; None when nothing was queued (see StarterWriters.submit)."""
     writers = starter_writers(services.settings.onboarding_threads)
     return writers.submit(services, database, user_id)

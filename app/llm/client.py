@@ -107,7 +107,8 @@ _retry_listener: contextvars.ContextVar[Callable[[RetryReason], None] | None] = 
 )
 
 
-def announce_retries(request, call_next):
+# The SDK's middleware hands over its own request and response objects (internal types).
+def announce_retries(request: Any, call_next: Callable[[Any], Any]) -> Any:
     """SDK middleware (it runs once per HTTP attempt, inside the SDK's retry loop): an
     attempt that failed in a way the SDK retries, with retries left, tells the listener
     of the call in flight before the SDK waits and tries again."""
@@ -126,16 +127,16 @@ def announce_retries(request, call_next):
     return response
 
 
-def _retries_left(request) -> bool:
-    return request.retries_taken < request.options.get_max_retries(SDK_MAX_RETRIES)
+def _retries_left(request: Any) -> bool:
+    return bool(request.retries_taken < request.options.get_max_retries(SDK_MAX_RETRIES))
 
 
-def _sdk_retries(response) -> bool:
+def _sdk_retries(response: Any) -> bool:
     """The SDK's own rule (anthropic._base_client._should_retry) for an error response."""
-    header = response.headers.get("x-should-retry")
+    header: str | None = response.headers.get("x-should-retry")
     if header in ("true", "false"):
         return header == "true"
-    return response.status_code in (408, 409, 429) or response.status_code >= 500
+    return bool(response.status_code in (408, 409, 429) or response.status_code >= 500)
 
 
 def _notify_retry(reason: RetryReason) -> None:
@@ -263,7 +264,7 @@ class _InOsThread:
     def wait(self) -> bool:
         if self._thread is None:
             self._result.wait()
-            return self._result.successful()
+            return bool(self._result.successful())
         self._thread.join()
         return not self._failed
 
@@ -312,6 +313,7 @@ class ModelClient:
                 self._connecting_soon.wait()
             if self._anthropic is None:
                 self._connect_once()
+        assert self._anthropic is not None  # _connect_once made it or raised
         return self._anthropic
 
     @property
@@ -394,7 +396,9 @@ class ModelClient:
             stream.close()
         return AssistantTurn(accumulator.content(), accumulator.stop_reason, accumulator.usage)
 
-    def _open_stream(self, request: dict[str, Any], callbacks: StreamCallbacks):
+    def _open_stream(
+        self, request: dict[str, Any], callbacks: StreamCallbacks
+    ) -> Any:  # the SDK's Stream of plain JSON events
         """`messages.create(stream=True, **request)` through the SDK's documented low-level
         `post`, the same request (headers, retries and their middleware, timeouts, errors)
         with two costs left out: the body is encoded by us, the tool schemas once per tool
@@ -412,8 +416,8 @@ class ModelClient:
             )
         listening = _retry_listener.set(callbacks.on_retry)
         try:
-            return self.anthropic.post(
-                "/v1/messages",
+            return self.anthropic.post(  # type: ignore[call-overload]
+                "/v1/messages",  # (options is the SDK's RequestOptions TypedDict, built as a dict)
                 content=self._encoder.body(request),
                 cast_to=object,
                 options=options,

@@ -76,7 +76,7 @@ def schema_problems(data: Any, schema: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _answer(turn: AssistantTurn, shape: Shape) -> tuple[Any, list[str], dict | None]:
+def _answer(turn: AssistantTurn, shape: Shape) -> tuple[Any, list[str], dict[str, Any] | None]:
     """(the answer, its problems, the tool_use block it came in, if any)."""
     for block in turn.tool_uses:
         if block["name"] != shape.tool_name:
@@ -96,7 +96,7 @@ def _answer(turn: AssistantTurn, shape: Shape) -> tuple[Any, list[str], dict | N
 
 
 def _retry_messages(
-    turn: AssistantTurn, block: dict | None, problems: list[str], shape: Shape
+    turn: AssistantTurn, block: dict[str, Any] | None, problems: list[str], shape: Shape
 ) -> list[dict[str, Any]]:
     """The model's answer and what was wrong with it, in the form the answer took."""
     listed = "\n".join(f"- {problem}" for problem in problems)
@@ -155,6 +155,7 @@ def structured_call(
         )
         data, problems, block = _answer(turn, shape)
         if not problems:
-            return data
+            answer: dict[str, Any] = data
+            return answer
         messages += _retry_messages(turn, block, problems, shape)
     raise StructuredOutputFailed(problems)

@@ -25,7 +25,7 @@ class RequestEncoder:
     A request is plain JSON data (dicts, lists, strings, numbers), as the loop builds it."""
 
     def __init__(self) -> None:
-        self._tools: dict[tuple, tuple[list, str]] = {}
+        self._tools: dict[tuple[str | None, ...], tuple[list[Any], str]] = {}
 
     def body(self, request: dict[str, Any]) -> bytes:
         tools = request.get("tools")
@@ -35,7 +35,7 @@ class RequestEncoder:
             return _ENCODER.encode({**request, "stream": True}).encode()
         return ('{"tools":' + self._encoded_tools(tools) + "," + _ENCODER.encode(rest)[1:]).encode()
 
-    def _encoded_tools(self, tools: list) -> str:
+    def _encoded_tools(self, tools: list[Any]) -> str:
         key = tuple(tool.get("name") if isinstance(tool, dict) else None for tool in tools)
         kept = self._tools.get(key)
         if kept is not None and kept[0] == tools:

@@ -100,8 +100,10 @@ def _rgb(colour: str) -> tuple[int, int, int]:
 def _shade(rgb: tuple[int, int, int], amount: float = 0.35) -> tuple[int, int, int]:
     """A darker shade of a light colour, or a lighter tint of a dark one."""
     if _luminance(rgb) > 0.4:
-        return tuple(round(v * (1 - amount)) for v in rgb)
-    return tuple(round(v + (255 - v) * amount) for v in rgb)
+        red, green, blue = (round(v * (1 - amount)) for v in rgb)
+    else:
+        red, green, blue = (round(v + (255 - v) * amount) for v in rgb)
+    return red, green, blue
 
 
 def _luminance(rgb: tuple[int, int, int]) -> float:

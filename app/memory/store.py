@@ -120,7 +120,7 @@ def lock_memory(session: Session, user_id: int) -> UserMemory:
             session.add(UserMemory(user_id=user_id, instructions="", facts=[]))
     except IntegrityError:
         pass  # another writer created it first
-    return session.scalar(locked)
+    return session.scalars(locked).one()
 
 
 def read_memory(session: Session, user_id: int) -> tuple[str, list[str]]:

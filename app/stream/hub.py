@@ -8,7 +8,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import defaultdict
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from app.events import Event
 from app.stream.live import LiveState
@@ -30,7 +30,7 @@ class Hub(Protocol):
     def close(self) -> None: ...
 
 
-def _queue_class():
+def _queue_class() -> type[queue.Queue[Event]]:
     """gevent's own queue under a gevent server or worker (a monkey-patched stdlib queue
     costs several times more per event), else the stdlib's. Both raise queue.Full and
     queue.Empty."""
@@ -41,7 +41,7 @@ def _queue_class():
     if monkey.is_module_patched("threading"):
         from gevent.queue import Queue
 
-        return Queue
+        return Queue  # type: ignore[no-any-return]  # gevent is untyped
     return queue.Queue
 
 
@@ -131,12 +131,20 @@ class LocalHub:
         """Nothing to release: subscriptions end with their sockets."""
 
 
-def forget(subscription: Subscription, by_conversation: dict, by_user: dict) -> None:
+S = TypeVar("S", bound=Subscription)
+
+
+def forget(
+    subscription: S,
+    by_conversation: dict[int, set[S]],
+    by_user: dict[int, set[S]],
+) -> None:
     """Take a subscription out of a hub's indexes (the caller holds the hub's lock)."""
-    for index, key in (
+    indexes: tuple[tuple[dict[int, set[S]], Any], ...] = (
         (by_conversation, subscription.conversation_id),
         (by_user, subscription.user_id),
-    ):
+    )
+    for index, key in indexes:
         subscribers = index.get(key)
         if subscribers is not None:
             subscribers.discard(subscription)

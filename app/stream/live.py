@@ -45,9 +45,9 @@ class LiveState:
     steps: list[dict[str, Any]] = field(default_factory=list)
     # Waiting on the model with nothing shown yet ("thinking", "retrying"), since when
     # (epoch ms): what the working indicator shows.
-    status: str | None = None
+    status: ev.WaitState | None = None
     status_since: int | None = None
-    status_reason: str | None = None  # why a call is retried (app.events.RetryReason)
+    status_reason: ev.RetryReason | None = None  # why a call is retried
 
     def apply(self, event: ev.Event) -> bool:
         """Apply `event`; True when it started a new run's live state (its first event)."""
@@ -62,7 +62,7 @@ class LiveState:
             self.text += event.text
             return False
         effect = live_effect(event)
-        if effect is LiveEffect.NONE:
+        if effect is LiveEffect.NONE or not isinstance(event, ev.RunEvent):
             return False
         if effect is LiveEffect.DONE:
             if event.run_id == self.run_id:
@@ -145,7 +145,8 @@ class LiveState:
     def _open_step(self, stage: str, agent: str | None) -> dict[str, Any] | None:
         for step in reversed(self.steps):
             if step["stage"] == stage and (agent is None or step["agent"] == agent):
-                return step
+                found: dict[str, Any] = step
+                return found
         return None
 
     def copy(self) -> LiveState:

@@ -33,10 +33,12 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
+from redis.client import PubSub
 from redis.retry import Retry
 
 from app import events as ev
@@ -45,6 +47,9 @@ from app.stream.live import LiveEffect, LiveState, live_effect
 from app.stream.redis_subscription import RedisSubscription, parse_event
 
 log = logging.getLogger(__name__)
+
+# The publish script's keys and arguments for one event.
+ScriptCall = tuple[list[str], list[bytes | str | int]]
 
 DEFAULT_PREFIX = "loopdesk:"
 # How long subscribe() waits for Redis to confirm the subscription.
@@ -111,7 +116,7 @@ def _dumps(event: ev.Event) -> str:
 
 def _live_payload(event: ev.Event, effect: LiveEffect) -> str | None:
     """What to keep in the live list for the event, when not the event itself."""
-    if effect is LiveEffect.ROW:
+    if effect is LiveEffect.ROW and isinstance(event, ev.RowPersisted):
         # LiveState reads only a row's kind: keep that, not the whole (large) row.
         return _dumps(ev.RowPersisted({"kind": event.row.get("kind")}, event.run_id))
     return None
@@ -211,11 +216,13 @@ class RedisHub:
                 keys, args = self._script_call(*batch[0])
                 self._publish_script(keys=keys, args=args)  # loads the script if Redis lost it
                 return
-            self._send_pipelined([self._script_call(*item) for item in _merge_deltas(batch)])
+            self._send_pipelined(
+                [self._script_call(*item) for item in ev.coalesce_per_conversation(batch)]
+            )
         except redis.RedisError as error:
             self._publish_failed(error)
 
-    def _send_pipelined(self, calls: list[tuple[list, list]]) -> None:
+    def _send_pipelined(self, calls: list[ScriptCall]) -> None:
         """The script by its hash, in one pipelined round trip. (Passing the Script object
         would make redis-py ask SCRIPT EXISTS first on every batch: a second round trip.)
         Calls refused because Redis lost the script (a restart) are sent again once it is
@@ -237,13 +244,13 @@ class RedisHub:
                 calls = refused
         raise redis.exceptions.NoScriptError("Redis refused the publish script")
 
-    def _script_call(self, conversation_id: int, event: ev.Event) -> tuple[list, list]:
+    def _script_call(self, conversation_id: int, event: ev.Event) -> ScriptCall:
         """The publish script's keys and arguments for one event."""
         payload = _dumps(event)
         effect = live_effect(event)  # decided here; the script only applies it
         live_payload = _live_payload(event, effect)
         run_id = getattr(event, "run_id", None)
-        args = [
+        args: list[bytes | str | int] = [
             self._conversation_channel(conversation_id),
             payload,
             effect.value,
@@ -309,10 +316,12 @@ class RedisHub:
                 self._receivers.setdefault(channel, set()).add(subscription)
             self._barriers[token] = (confirmed, subscription)
 
-            def confirm(pubsub) -> None:
+            def confirm(pubsub: PubSub) -> None:
                 if new:
                     pubsub.subscribe(*new)
-                pubsub.ping(token)  # its PONG comes after the SUBSCRIBE took effect
+                # its PONG comes after the SUBSCRIBE took effect (redis-py types the
+                # message as str; bytes are sent as given)
+                pubsub.ping(token)  # type: ignore[arg-type]
 
             # Without a connection yet, the listener subscribes and pings on connecting.
             self._send(confirm)
@@ -335,6 +344,7 @@ class RedisHub:
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
+        assert isinstance(subscription, RedisSubscription)
         with self._lock:
             forget(subscription, self._by_conversation, self._by_user)
             dropped = []
@@ -347,9 +357,9 @@ class RedisHub:
                     del self._receivers[channel]
                     dropped.append(channel)
             if dropped:
-                self._send(lambda pubsub: pubsub.unsubscribe(*dropped))
+                self._send(lambda pubsub: pubsub.unsubscribe(*dropped))  # type: ignore[no-untyped-call]
 
-    def _send(self, command) -> None:
+    def _send(self, command: Callable[[PubSub], object]) -> None:
         """Run a command on the pub/sub connection (caller holds the lock). A failure is the
         listener's to handle: it reconnects and resubscribes whatever is wanted then."""
         if self._pubsub is None:
@@ -399,16 +409,16 @@ class RedisHub:
         if pubsub is not None:
             pubsub.close()
 
-    def _connect(self):
+    def _connect(self) -> PubSub:
         """A fresh pub/sub connection subscribed to every channel wanted now; pending
         confirmations are asked again on it."""
-        pubsub = self._listen_client.pubsub()
+        pubsub: PubSub = self._listen_client.pubsub()  # type: ignore[no-untyped-call]
         with self._lock:
             try:
                 if self._receivers:
                     pubsub.subscribe(*self._receivers)
                 for token in self._barriers:
-                    pubsub.ping(token)
+                    pubsub.ping(token)  # type: ignore[arg-type]  # bytes, sent as given
             except BaseException:
                 pubsub.close()
                 raise
@@ -430,7 +440,7 @@ class RedisHub:
         if error is not None:
             log.warning("hub: Redis pub/sub connection lost (%s); reconnecting", error)
 
-    def _dispatch(self, message: dict) -> None:
+    def _dispatch(self, message: dict[str, Any]) -> None:
         kind = message["type"]
         if kind == "pong":
             with self._lock:
@@ -479,21 +489,9 @@ def _no_script(reply: Any) -> bool:
     return isinstance(reply, redis.exceptions.NoScriptError)
 
 
-def _drain(outbox: deque) -> list:
+def _drain(outbox: deque[tuple[int, ev.Event]]) -> list[tuple[int, ev.Event]]:
     batch = []
     with contextlib.suppress(IndexError):
         while True:
             batch.append(outbox.popleft())
     return batch
-
-
-def _merge_deltas(batch: list[tuple[int, ev.Event]]) -> list[tuple[int, ev.Event]]:
-    """Per conversation, in order, with neighbouring text deltas (and agent tokens) of one run as one."""
-    by_conversation: dict[int, list[ev.Event]] = {}
-    for conversation_id, event in batch:
-        by_conversation.setdefault(conversation_id, []).append(event)
-    return [
-        (conversation_id, event)
-        for conversation_id, events in by_conversation.items()
-        for event in ev.coalesce(events)
-    ]

@@ -12,6 +12,7 @@ from app.agents.guidelines import (
     ordered_guidelines,
     replace_rules,
 )
+from app.chat import turn
 from app.chat.branches import branch_version, current_leaf, shown_rows
 from app.chat.conversations import (
     conversation_dict,
@@ -19,6 +20,7 @@ from app.chat.conversations import (
     create_conversation,
 )
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
+from app.chat.turn import Turn
 from app.error_codes import ErrorCode
 from app.web.access import (
     owned_before_waiting,
@@ -27,7 +29,14 @@ from app.web.access import (
     owned_or_404,
 )
 from app.web.admin import admin_required
-from app.web.chat_actions import start_turn, stop_conversation, store_request_upload, switch_branch
+from app.web.chat_actions import (
+    edited_message,
+    new_message,
+    start_turn,
+    stop_conversation,
+    store_request_upload,
+    switch_branch,
+)
 from app.web.errors import ApiError
 from app.web.extensions import message_rate_limit
 from app.web.identity import db_session
@@ -150,15 +159,15 @@ def list_messages(conversation_id: int):
     return jsonify({"messages": rows})
 
 
-def _loop_request(body: NewMessage | CardAnswer | Regenerate | Edit):
-    """(message, toolResponse, branch): what the loop route was sent."""
+def _turn_of(body: NewMessage | CardAnswer | Regenerate | Edit) -> Turn:
+    """The turn the loop route's body asks for."""
     if isinstance(body, NewMessage):
-        return body.message, None, None
+        return new_message(body.message)
     if isinstance(body, Regenerate):
-        return None, None, ("regenerate", body.regenerate)
+        return turn.Regenerate(body.regenerate)
     if isinstance(body, Edit):
-        return body.edit.message, None, ("edit", body.edit.sequence)
-    return None, (body.toolResponse.toolUseId, body.toolResponse.result), None
+        return edited_message(body.edit.sequence, body.edit.message)
+    return turn.CardAnswer(body.toolResponse.toolUseId, body.toolResponse.result)
 
 
 @bp.post("/chats/<int:conversation_id>/loop")
@@ -184,8 +193,7 @@ def loop(conversation_id: int):
     # Read the body before the first write takes SQLite's lock, never while holding it.
     request.get_data(cache=True)
     owned_conversation_for_turn(conversation_id)
-    message, tool_response, branch = _loop_request(body_of(LoopBody))
-    started = start_turn(conversation_id, message, tool_response, branch)
+    started = start_turn(conversation_id, _turn_of(body_of(LoopBody)))
     return jsonify({"runId": started.run.id}), 202
 
 

@@ -44,6 +44,7 @@ from app.chat.conversations import row_dict
 from app.chat.models import Message
 from app.chat.runs import awaiting_card
 from app.chat.shapes import card_summary, is_confirmation, option_json, same_value
+from app.chat.turn import CardAnswer
 from app.error_codes import ErrorCode
 from app.kinds import CardKind, CardStatus, RowKind
 from app.tools.questionnaire import check_step
@@ -383,7 +384,7 @@ def answer(conversation_id: int, tool_use_id: str):
         result = parsed.result
 
     try:
-        started = start_turn(conversation.id, None, (tool_use_id, result))
+        started = start_turn(conversation.id, CardAnswer(tool_use_id, result))
     except ApiError as error:
         if parsed is not None and error.status == 400:
             steps = card.get("steps") or []

@@ -35,6 +35,7 @@ from app.chat.conversations import (
 )
 from app.chat.models import Conversation, Message
 from app.chat.runs import IDLE_COMPOSER, composer_state
+from app.chat.turn import Regenerate
 from app.db import utcnow
 from app.error_codes import ErrorCode
 from app.events import ConversationChanged, ConversationDeleted
@@ -48,6 +49,8 @@ from app.web.access import (
 )
 from app.web.chat_actions import (
     delete_conversation,
+    edited_message,
+    new_message,
     start_turn,
     stop_conversation,
     store_request_uploads,
@@ -203,7 +206,7 @@ def start():
     conversation = create_conversation(db_session(), current_user.id)
     # One transaction: a refused turn (an ApiError, shown by the error handlers: the
     # banner, for htmx) leaves no chat behind.
-    start_turn(conversation.id, message, None)
+    start_turn(conversation.id, new_message(message))
     return _go_to(url_for("chat.show", conversation_id=conversation.id), 201)
 
 
@@ -293,7 +296,7 @@ def send_message(conversation_id: int):
             raise ApiError(400, "Write a message first.")
         if len(message) > settings.max_message_chars:
             raise ApiError(413, f"Messages can be at most {settings.max_message_chars} characters.")
-        start_turn(conversation.id, message, None)
+        start_turn(conversation.id, new_message(message))
     except ApiError as error:
         return _banner_response(
             error.message, error.status, conversation.id, message, error.extra_headers
@@ -347,7 +350,7 @@ def regenerate(conversation_id: int):
     """An answer's Regenerate button: a new answer beside the old one."""
     conversation = owned_conversation_for_turn(conversation_id)
     try:
-        start_turn(conversation.id, None, None, ("regenerate", _form_sequence()))
+        start_turn(conversation.id, Regenerate(_form_sequence()))
     except ApiError as error:
         return _banner_response(
             error.message, error.status, conversation.id, "", error.extra_headers
@@ -369,7 +372,7 @@ def edit(conversation_id: int):
             raise ApiError(400, "Write a message first.")
         if len(message) > settings.max_message_chars:
             raise ApiError(413, f"Messages can be at most {settings.max_message_chars} characters.")
-        start_turn(conversation.id, message, None, ("edit", sequence))
+        start_turn(conversation.id, edited_message(sequence, message))
     except ApiError as error:
         return _banner_response(
             error.message, error.status, conversation.id, "", error.extra_headers

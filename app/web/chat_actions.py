@@ -15,15 +15,8 @@ from app.chat.conversations import conversation_dict, row_dict
 from app.chat.models import Conversation
 from app.chat.runs import lock_active_run, lock_conversation
 from app.chat.stop import stop_active_run
-from app.chat.turns import (
-    StartedTurn,
-    TurnRejected,
-    choose_branch,
-    submit_edit,
-    submit_message,
-    submit_regenerate,
-    submit_tool_response,
-)
+from app.chat.turn import BRANCHING, Edit, NewMessage, Turn, submit_turn
+from app.chat.turns import StartedTurn, TurnRejected, choose_branch
 from app.events import BranchChanged, ConversationChanged, RowPersisted, Status
 from app.web.errors import ApiError
 from app.web.identity import db_session
@@ -31,50 +24,30 @@ from app.workspace.attachments import AttachmentRefused, PdfLimits, read_upload
 from app.workspace.models import Attachment
 
 
-def start_turn(
-    conversation_id: int,
-    message: str | None,
-    tool_response: tuple[str, dict] | None,
-    branch: tuple[str, int] | None = None,
-) -> StartedTurn:
-    """A message, a card answer, or (`branch`) `("regenerate", sequence)` /
-    `("edit", sequence)` with the new text in `message`."""
+def new_message(text: str) -> NewMessage:
+    """The person's message as a turn. Words a starter written from a web page put in it
+    are not the person's: they are named as its untrusted sources."""
+    return NewMessage(text, starter_sources(current_user, text))
+
+
+def edited_message(sequence: int, text: str) -> Edit:
+    return Edit(sequence, text, starter_sources(current_user, text))
+
+
+def start_turn(conversation_id: int, turn: Turn) -> StartedTurn:
+    """Start `turn` in one transaction, then tell the sockets and hand the run over."""
     services = current_app.extensions["services"]
     session = db_session()
-    # Words a starter written from a web page put in the message are not the person's.
-    untrusted = starter_sources(current_user, message) if message else []
     try:
-        if branch is not None:
-            kind, sequence = branch
-            if kind == "regenerate":
-                started = submit_regenerate(
-                    session, services.settings, conversation_id, current_user.id, sequence
-                )
-            else:
-                started = submit_edit(
-                    session,
-                    services.settings,
-                    conversation_id,
-                    current_user.id,
-                    sequence,
-                    message,
-                    untrusted,
-                )
-        elif message is not None:
-            started = submit_message(
-                session, services.settings, conversation_id, current_user.id, message, untrusted
-            )
-        else:
-            tool_use_id, result = tool_response
-            started = submit_tool_response(
-                session, services, conversation_id, current_user.id, tool_use_id, result
-            )
-        conversation = conversation_dict(session.get(Conversation, conversation_id))
+        started = submit_turn(session, services, conversation_id, current_user.id, turn)
+        conversation = session.get(Conversation, conversation_id)
+        assert conversation is not None  # submit_turn locked it
+        changed = conversation_dict(conversation)
         session.commit()
     except TurnRejected as rejection:
         session.rollback()
         raise _api_error(rejection) from rejection
-    if branch is not None:
+    if isinstance(turn, BRANCHING):
         # Every tab re-renders the branch now shown (the sockets read it); rows of the
         # branch left are not pushed.
         services.hub.publish(conversation_id, BranchChanged())
@@ -85,7 +58,7 @@ def start_turn(
     services.hub.publish(
         conversation_id, Status(started.run.id, "thinking", int(time.time() * 1000))
     )
-    services.hub.publish_user(current_user.id, ConversationChanged(conversation))
+    services.hub.publish_user(current_user.id, ConversationChanged(changed))
     # No transaction is open here: handing the run over may wait (a thread starting, a
     # queue), and SQLite's write lock must not be held meanwhile.
     current_app.extensions["executor"].submit(started.run.id)

@@ -31,9 +31,12 @@ page's own headings.
 from __future__ import annotations
 
 import re
+from collections.abc import MutableMapping
+from typing import Any, cast
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
 from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markupsafe import Markup, escape
@@ -126,8 +129,11 @@ def _strikethrough_as_del(state: StateCore) -> None:
                 token.tag = "del"
 
 
-def _image_to_link(image: Token, inside_link: bool, md: MarkdownIt, env: dict) -> list[Token]:
-    alt = md.renderer.renderInlineAsText(image.children or [], md.options, env)
+def _image_to_link(
+    image: Token, inside_link: bool, md: MarkdownIt, env: MutableMapping[str, Any]
+) -> list[Token]:
+    renderer = cast(RendererHTML, md.renderer)  # the commonmark preset's renderer
+    alt = renderer.renderInlineAsText(image.children or [], md.options, env)
     label = Token("text", "", 0, content=alt or "image")
     if inside_link:
         return [label]

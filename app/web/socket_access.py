@@ -55,7 +55,7 @@ class SocketAccess:
         lifetime = current_app.permanent_session_lifetime.total_seconds()
         login_at = flask_session.get(LOGIN_AT_KEY)
         generation = flask_session.get(GENERATION_KEY)
-        return cls(user_id, None, generation, login_at + lifetime)
+        return cls(user_id, None, generation, None if login_at is None else login_at + lifetime)
 
     @property
     def ended_message(self) -> str:
@@ -66,7 +66,7 @@ class SocketAccess:
             return True
         if self.token_id is not None:
             return event.token_id == self.token_id
-        return event.generation is not None and self.generation < event.generation
+        return event.generation is not None and (self.generation or 0) < event.generation
 
     def expired(self) -> bool:
         return self.ends_at is not None and time.time() >= self.ends_at

@@ -119,10 +119,11 @@ def seed_workspace(session: Session, user: User) -> None:
         )
 
 
-def seed_demo(session: Session) -> tuple[User, bool]:
+def seed_demo(session: Session) -> tuple[User | None, bool]:
     """Create the demo admin and workspace when no account exists yet.
 
-    Returns the demo user and whether anything was created. (The shared guidelines are
+    Returns the demo user (None when other accounts exist and it does not) and whether
+    anything was created. (The shared guidelines are
     the agents' business: the CLI seeds them beside this.)"""
     existing = session.scalar(select(User).where(User.email == DEMO_EMAIL))
     if existing is not None or session.scalar(select(func.count()).select_from(User)):

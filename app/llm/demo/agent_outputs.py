@@ -58,8 +58,8 @@ def cut_to(text: str, limit: int) -> str:
     return text[: limit - 3].rstrip(" ,.:;") + "..."
 
 
-def _sentence(text: Any) -> str:
-    text = " ".join(str(text or "").split())
+def _sentence(value: Any) -> str:
+    text = " ".join(str(value or "").split())
     if text and text[-1] not in ".!?":
         text += "."
     return text

@@ -99,8 +99,8 @@ def _after_tools(results: list[SeenResult], tools: set[str], said: bool) -> Repl
             )
     for result in results:
         if isinstance(result.data, dict) and result.data.get("dismissed"):
-            said = str(result.data.get("user_message") or "").strip()
-            heard = f' I saw your note ("{said[:120]}"), but' if said else " But"
+            note = str(result.data.get("user_message") or "").strip()
+            heard = f' I saw your note ("{note[:120]}"), but' if note else " But"
             return say(
                 f"Sorry, no problem, I've stopped there.{heard} I'm only the demo model and "
                 "follow a fixed script, so send a new message whenever you want to start again."
@@ -141,7 +141,7 @@ def _offers_listed(result: SeenResult, tools: set[str]) -> Reply:
         )
     only = offers[0] if offers and len(offers) == 1 else None
     only_id = _first_offer_id([only]) if only is not None else None
-    if only_id is not None and "ad_copy" in tools:
+    if only is not None and only_id is not None and "ad_copy" in tools:
         name = " ".join(str(only.get("name") or "").split())
         return _write_ad_copy(only_id, f"You have one offer, **{name}**, so I'll write for it.")
     if "select_offer" in tools:
@@ -200,7 +200,9 @@ def _output_saved(name: str | None, data: dict[str, Any], said: bool) -> Reply:
     slug = str(data.get("agent") or (name or "").replace("_", "-"))
     label = BY_SLUG[slug].label if slug in BY_SLUG else "result"
     title = str(data.get("title") or "").strip() or "untitled"
-    output = data.get("output") if isinstance(data.get("output"), dict) else {}
+    output = data.get("output")
+    if not isinstance(output, dict):
+        output = {}
     parts = {
         "variants": "variant",
         "questions": "question",
@@ -209,8 +211,8 @@ def _output_saved(name: str | None, data: dict[str, Any], said: bool) -> Reply:
     }
     size = ""
     for key, noun in parts.items():
-        if isinstance(output.get(key), list) and output[key]:
-            count = len(output[key])
+        if isinstance(items := output.get(key), list) and items:
+            count = len(items)
             size = f" It has {count} {noun}{'s' if count != 1 else ''}, shown on the card above."
             break
     noun = "Your ad copy is" if slug == "ad-copy" else f"Your {label} is"
@@ -313,8 +315,8 @@ def _offers_in(result: SeenResult) -> list[Any] | None:
         return data
     if isinstance(data, dict):
         for key in ("offers", "items", "results"):
-            if isinstance(data.get(key), list):
-                return data[key]
+            if isinstance(found := data.get(key), list):
+                return found
         lists = [v for v in data.values() if isinstance(v, list)]
         if lists:
             return lists[0]
