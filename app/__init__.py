@@ -42,7 +42,9 @@ def create_app(test_config: dict | None = None) -> Flask:
         # The client's address, scheme and host as the trusted proxies saw them: rate
         # limits count real clients, and the socket's Origin check sees the public origin.
         hops = settings.trusted_proxies
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]  # Flask's documented way
+            app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops
+        )
     settings.instance_path.mkdir(parents=True, exist_ok=True)
     _init_services(app, settings)
     _init_extensions(app)

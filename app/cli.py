@@ -116,7 +116,7 @@ def serve_threaded(app: Flask) -> None:
 def serve_command() -> None:
     """Serve with Flask's threaded server on HOST:PORT."""
     _greet(current_app.config["LOOPDESK"])
-    serve_threaded(current_app._get_current_object())
+    serve_threaded(current_app._get_current_object())  # type: ignore[attr-defined]
 
 
 def prepare_and_greet(app: Flask) -> None:

@@ -65,7 +65,9 @@ def _history() -> list[dict]:
     session = db_session()
     changes = rules.recent_changes(session)
     ids = {c.user_id for c in changes if c.user_id is not None}
-    emails = dict(session.execute(select(User.id, User.email).where(User.id.in_(ids))).all())
+    emails: dict[int | None, str] = dict(
+        session.execute(select(User.id, User.email).where(User.id.in_(ids))).all()
+    )
     return [{"change": c, "who": emails.get(c.user_id)} for c in changes]
 
 

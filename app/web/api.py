@@ -217,6 +217,7 @@ def choose_branch(conversation_id: int):
 def _branch_body(conversation_id: int) -> dict:
     session = db_session()
     conversation = session.get(Conversation, conversation_id)
+    assert conversation is not None  # the route checked it is the person's
     session.refresh(conversation)
     return {
         "messages": shown_rows(session, conversation),

@@ -158,7 +158,7 @@ def parse_answer(card: dict, form: MultiDict) -> ParsedAnswer:
     return parsed
 
 
-def parse_confirmation(form: MultiDict) -> dict | None:
+def parse_confirmation(form: MultiDict[str, str]) -> dict[str, Any] | None:
     answer = form.get(APPROVED_FIELD)
     if answer not in ("true", "false"):
         return None
@@ -199,7 +199,9 @@ def card_view(card: dict) -> dict:
         _step_view(card, step, number, posted, errors)
         for number, step in enumerate(card.get("steps") or [], start=1)
     ]
-    answer = card.get("answer") if isinstance(card.get("answer"), dict) else {}
+    answer = card.get("answer")
+    if not isinstance(answer, dict):
+        answer = {}
     arguments = card.get("arguments")
     return {
         "kind": card.get("kind", CardKind.QUESTIONNAIRE),
@@ -368,7 +370,9 @@ def answer(conversation_id: int, tool_use_id: str):
 
     parsed: ParsedAnswer | None = None
     if request.form.get(DISMISS_FIELD):
-        result = {"approved": False} if is_confirmation(card) else {"dismissed": True}
+        result: dict[str, Any] | None = (
+            {"approved": False} if is_confirmation(card) else {"dismissed": True}
+        )
     elif is_confirmation(card):
         result = parse_confirmation(request.form)
         if result is None:
@@ -382,6 +386,7 @@ def answer(conversation_id: int, tool_use_id: str):
                 conversation.id, tool_use_id, 400, ErrorCode.INVALID_ANSWER, message, parsed
             )
         result = parsed.result
+    assert result is not None  # an answer without errors has its result
 
     try:
         started = start_turn(conversation.id, CardAnswer(tool_use_id, result))

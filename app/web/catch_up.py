@@ -20,7 +20,7 @@ from app.chat.conversations import conversation_dict
 from app.chat.models import Conversation
 from app.chat.runs import composer_state
 from app.db import read_transaction
-from app.events import BranchChanged, RowPersisted, RunError
+from app.events import BranchChanged, Event, RowPersisted, RunError
 from app.web.input_gate import InputRefused, load_json, max_id
 from app.web.socket_access import SocketAccess
 
@@ -147,7 +147,7 @@ class CatchUps:
             if conversation is None:
                 return []
             if version is not None and version != branch_version(conversation):
-                events = [shown_branch(session, conversation)]
+                events: list[Event] = [shown_branch(session, conversation)]
             elif last_sequence(session, self.conversation_id) <= after:
                 events = []  # nothing changed: no rows read, nothing rendered
             else:

@@ -67,7 +67,7 @@ from app.workspace.models import Attachment
 
 bp = Blueprint("chat", __name__)
 bp.add_app_template_global(shown_chat_id)
-bp.add_app_template_global(IDLE_COMPOSER, "idle_composer")
+bp.record_once(lambda state: state.app.jinja_env.globals.update(idle_composer=IDLE_COMPOSER))
 
 
 def _page(conversation: Conversation | None, new_chat: bool = False):

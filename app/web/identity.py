@@ -97,12 +97,12 @@ def load_user_from_request(_request) -> User | None:
     return user
 
 
-def load_user(user_id: str) -> User | None:
+def load_user(user_id_text: str) -> User | None:
     if bearer_token() is not None:
         # A request that names a token is judged by that token alone.
         return None
     try:
-        user_id = int(user_id)
+        user_id = int(user_id_text)
     except ValueError:
         return None
     with read_transaction(db_session()) as session:

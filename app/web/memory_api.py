@@ -7,7 +7,7 @@ from flask import Blueprint, jsonify
 from flask_login import current_user, login_required
 
 from app.error_codes import ErrorCode
-from app.memory.store import MemoryRefused, Operation, read_memory
+from app.memory.store import MemoryRefused, Operation, Source, read_memory
 from app.web.api import body_of
 from app.web.errors import ApiError
 from app.web.extensions import model_work_rate_limit
@@ -74,7 +74,7 @@ def put_memory():
     return jsonify(memory_dict(outcome.instructions, outcome.facts))
 
 
-def _reconciled(source: str):
+def _reconciled(source: Source):
     text = body_of(MemoryText).text
     try:
         outcome = reconcile_committed(

@@ -8,7 +8,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.memory.store import MemoryRefused, Operation, Outcome, apply_operations, reconcile
+from app.memory.store import (
+    MemoryRefused,
+    Operation,
+    Outcome,
+    Source,
+    apply_operations,
+    reconcile,
+)
 from app.web.identity import db_session, services
 
 
@@ -25,7 +32,7 @@ def _committed(write: Callable[[Session], Outcome]) -> Outcome:
 
 
 def apply_committed(
-    user_id: int, operations: list[Operation], *, source: str, actor_id: int, **kwargs: Any
+    user_id: int, operations: list[Operation], *, source: Source, actor_id: int, **kwargs: Any
 ) -> Outcome:
     """Explicit edits (add, forget, correct, instructions)."""
     return _committed(
@@ -35,7 +42,7 @@ def apply_committed(
     )
 
 
-def reconcile_committed(user_id: int, text: str, *, source: str, actor_id: int) -> Outcome:
+def reconcile_committed(user_id: int, text: str, *, source: Source, actor_id: int) -> Outcome:
     """Facts the fast model picks out of a text."""
     model, fast_model = services().model, services().settings.fast_model
     return _committed(

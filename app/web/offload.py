@@ -36,7 +36,7 @@ def off_the_loop(function: Callable[..., T], *args) -> T:
     raised here."""
     if not under_gevent():
         return function(*args)
-    app = current_app._get_current_object()
+    app = current_app._get_current_object()  # type: ignore[attr-defined]  # werkzeug's proxy
 
     def in_app_context() -> T:
         with app.app_context():

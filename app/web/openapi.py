@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from apispec import APISpec
 from flask import Blueprint, Flask, current_app, jsonify, render_template
@@ -277,7 +277,7 @@ def _operation(
         success["content"] = {operation.media_type: {"schema": _raw_schema(operation)}}
     for media_type, model in operation.also.items():
         success.setdefault("content", {})[media_type] = {"schema": _register(spec, model)}
-    result = {
+    result: dict[str, Any] = {
         "summary": operation.summary,
         "operationId": operation_id,
         "responses": {str(operation.status): success, **_error_responses(codes)},
@@ -319,7 +319,11 @@ def _body_content(spec: APISpec, operation: Operation) -> dict:
     return {"application/json": {"schema": form_schema(body, operation.partial)}}
 
 
-def _register(spec: APISpec, model: type[BaseModel], mode: str = "serialization") -> dict:
+def _register(
+    spec: APISpec,
+    model: type[BaseModel],
+    mode: Literal["validation", "serialization"] = "serialization",
+) -> dict[str, Any]:
     """A response's model (as it serializes) or a body's (as it parses)."""
     name = model.__name__
     if name not in spec.components.schemas:

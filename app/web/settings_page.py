@@ -38,6 +38,7 @@ from app.memory.store import (
     MemoryRefused,
     Operation,
     Outcome,
+    Source,
     read_memory,
 )
 from app.web.access import is_htmx, owned_or_404
@@ -71,7 +72,7 @@ class MemoryTarget:
     """Whose memory a request edits, how the change is recorded, and where its forms post."""
 
     user_id: int
-    source: str
+    source: Source
     actor_id: int
     urls: dict[str, str]
     page_url: str
@@ -111,7 +112,9 @@ def memory_history(user_id: int) -> list[dict]:
         )
     )
     ids = {c.actor_id for c in changes if c.actor_id is not None}
-    emails = dict(session.execute(select(User.id, User.email).where(User.id.in_(ids))).all())
+    emails: dict[int | None, str] = dict(
+        session.execute(select(User.id, User.email).where(User.id.in_(ids))).all()
+    )
     return [{"change": c, "who": emails.get(c.actor_id)} for c in changes]
 
 

@@ -126,7 +126,7 @@ def page_of(item: type[Shape]) -> type[BaseModel]:
     return create_model(
         item.__name__.removesuffix("Out") + "Page",
         __config__=ConfigDict(extra="forbid"),
-        items=(list[item], ...),
+        items=(list[item], ...),  # type: ignore[valid-type]  # a model made at run time
         next_cursor=(str | None, ...),
     )
 
