@@ -207,7 +207,6 @@ class RelayStream:
     composer_version: int = 0  # the newest composer its htmx socket showed
 
 
-
 class RelayClient:
     """Chats and sockets on one server; stream i acts as account i (`tokens[i]`)."""
 
