@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
 from app import events as ev
@@ -58,9 +58,10 @@ log = logging.getLogger(__name__)
 # The loop's per-step update, built once (composing it was most of its cost). A Core
 # statement on the table, so the ORM does not look for the row among loaded objects: it
 # runs in a session of its own, closed after its commit, that never loaded the row.
+_runs = cast(Table, Run.__table__)  # typed as any FromClause by SQLAlchemy
 _RECORD_ITERATION = (
-    update(Run.__table__)
-    .where(Run.__table__.c.id == bindparam("run_id"))
+    update(_runs)
+    .where(_runs.c.id == bindparam("run_id"))
     .values(iterations=bindparam("iterations"), heartbeat_at=bindparam("now"))
 )
 
@@ -294,8 +295,8 @@ class HostLoop:
     def call_model(self, prepared: PreparedRequest, callbacks: StreamCallbacks) -> AssistantTurn:
         """One streamed model call, recorded in the run log (a failed one too)."""
         with self.state.log.model_call(prepared.request, prepared.estimated_input) as call:
-            call.turn = self.services.model.stream_turn(prepared.request, callbacks)
-        return call.turn
+            turn = call.turn = self.services.model.stream_turn(prepared.request, callbacks)
+        return turn
 
     def request_builder(self) -> HostRequestBuilder:
         return HostRequestBuilder(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
@@ -43,7 +43,8 @@ _LIST_ITEM = select(
 EMPTY_ANSWER = "(The model returned an empty answer.)"
 
 
-class MeteredRun(NamedTuple):
+@dataclass
+class MeteredRun:
     """The run as metering reads it, from what its claim returned (no read of the row)."""
 
     id: int

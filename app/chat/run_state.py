@@ -6,9 +6,9 @@ may go on)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
 from app import events as ev
@@ -24,9 +24,10 @@ from app.tools.context import ToolContext
 from app.tools.registry import Tool
 from app.tools.results import ToolResult
 
+_conversations = cast(Table, Conversation.__table__)  # typed as any FromClause by SQLAlchemy
 _TOUCH_CONVERSATION = (
-    update(Conversation.__table__)
-    .where(Conversation.__table__.c.id == bindparam("conversation_id"))
+    update(_conversations)
+    .where(_conversations.c.id == bindparam("conversation_id"))
     .values(updated_at=bindparam("now"))
 )
 

@@ -6,7 +6,7 @@ once, and their results persisted as the rows the model and the person read. The
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.orm import Session
 
@@ -17,7 +17,7 @@ from app.chat.provenance import stamped
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_log import elapsed_ms
 from app.chat.run_services import RunServices
-from app.chat.run_state import RunFrames, RunGuard, RunState, touch_conversation
+from app.chat.run_state import RunCancelled, RunFrames, RunGuard, RunState, touch_conversation
 from app.chat.runs import approved_not_run, awaiting_approval
 from app.chat.search import index_row
 from app.chat.shapes import Card
@@ -122,7 +122,7 @@ class ToolCalls:
             held = held_for_approval(tool, checked.arguments, self.state.typed_urls)
             if held is not None:
                 return held
-        stage = "resolving_context" if tool.category == "read" else None
+        stage: ev.TimelineStage | None = "resolving_context" if tool.category == "read" else None
         if stage:
             self.frames.emit(ev.Timeline(self.ids.run_id, stage, "started", detail=name))
         started = time.monotonic()
@@ -205,13 +205,19 @@ class ToolCalls:
                     tool_use, tool.name, tool_use.get("input"), outcome, started, coerced
                 )
                 return False
-            card: Card = {
-                **outcome.card,
-                "toolUseId": tool_use["id"],
-                "tool": tool.name,
-                "status": CardStatus.AWAITING,
-            }
+            # What the tool showed (a dict of its own), now a card of this conversation.
+            card = cast(
+                Card,
+                {
+                    **outcome.card,
+                    "toolUseId": tool_use["id"],
+                    "tool": tool.name,
+                    "status": CardStatus.AWAITING,
+                },
+            )
             row = session.get(Message, assistant_row.id)
+            if row is None:
+                raise RunCancelled()  # deleted with its conversation
             row.kind = RowKind.CARD
             row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
             index_row(session, row)  # shown from now on
@@ -220,7 +226,7 @@ class ToolCalls:
             session.commit()
         asked = ToolResult({"card shown": card})
         self.log_tool_call(tool_use, tool.name, tool_use.get("input"), asked, started, coerced)
-        self.frames.emit(ev.ToolCallCard(self.ids.run_id, tool_use["id"], tool.name, card))
+        self.frames.emit(ev.ToolCallCard(self.ids.run_id, tool_use["id"], tool.name, dict(card)))
         self.frames.emit(ev.RowPersisted(row_dict(row), self.ids.run_id))
         return True
 
@@ -272,7 +278,7 @@ class ToolCalls:
                 )
             if row is None:
                 return None
-            card: Card = {**row.meta["card"], "executed": True}
+            card = cast(Card, {**row.meta["card"], "executed": True})
             row.meta = {**row.meta, "card": card}
             self.guard.ensure_running(session)
             session.commit()
