@@ -30,6 +30,7 @@ from sqlalchemy import insert, make_url, select
 
 from app.chat import history
 from app.chat.loop import HostLoop
+from app.chat.run_state import RunIds
 from app.config import load_settings
 from app.db import Database, utcnow
 from app.llm.budget import estimate_blocks
@@ -260,7 +261,7 @@ class Case:
             after = session.get(Conversation, conversation_id).summarized_up_to_sequence
         self.statement = floor_statement(conversation_id, after, tail_limit(services))
         self.tail_rows = check_tail(services, conversation_id, self.statement)
-        self.host = HostLoop(services, run_id=0, conversation_id=conversation_id, user_id=user_id)
+        self.host = HostLoop(services, RunIds(0, conversation_id, user_id))
         self.engine = services.database.engine
         self.turn_ms: list[float] = []
         self.floor_ms: list[float] = []

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any, Protocol
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -39,7 +42,20 @@ def conversations_for(session: Session, user_id: int) -> list[Conversation]:
     return list(session.scalars(query))
 
 
-def conversation_dict(conversation: Conversation) -> dict:
+class ListedConversation(Protocol):
+    """What the conversation list shows of one: a Conversation, or a row of its columns."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def updated_at(self) -> datetime: ...
+
+
+def conversation_dict(conversation: ListedConversation) -> dict[str, Any]:
     return {
         "id": conversation.id,
         "title": conversation.title,
@@ -48,7 +64,7 @@ def conversation_dict(conversation: Conversation) -> dict:
     }
 
 
-def row_dict(row: Message, siblings: list[int] | None = None) -> dict:
+def row_dict(row: Message, siblings: list[int] | None = None) -> dict[str, Any]:
     """A row as the API and the JSON socket show it (docs/CONTRACT.md). `siblings`: the
     alternatives at this point (app/chat/branches.py); without them, the row alone."""
     data = {

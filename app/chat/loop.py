@@ -9,21 +9,31 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import Table, bindparam, update
+from sqlalchemy.orm import Session
 
 from app import events as ev
+from app.chat import run_end as ending
 from app.chat.context_window import Draft, HostRequestBuilder, PreparedRequest
 from app.chat.conversations import row_dict
 from app.chat.fitting import TurnTooLarge
-from app.chat.liveness import StreamWatch
 from app.chat.models import Conversation, Message, Run, RunStatus
 from app.chat.rows import insert_message
-from app.chat.run_end import RunCancelled, RunEnd, assistant_row
+from app.chat.run_end import Abandoned, Ending, Finished, assistant_row
 from app.chat.run_log import RunLog
 from app.chat.run_services import RunServices
-from app.chat.runs import approval_pending, claim_run, run_status
+from app.chat.run_state import (
+    RunCancelled,
+    RunFrames,
+    RunGuard,
+    RunIds,
+    RunState,
+    touch_conversation,
+)
+from app.chat.runs import approval_pending, claim_run
 from app.chat.steps import RunSteps
 from app.chat.taint import typed_urls, untrusted_sources
 from app.chat.titles import propose_title
@@ -42,28 +52,23 @@ from app.llm.errors import (
 )
 from app.memory.models import UserMemory
 from app.memory.store import memory_parts
-from app.tools.registry import Tool
-from app.tools.results import ToolResult
 
 log = logging.getLogger(__name__)
 
-# The loop's per-step updates, built once (composing them was most of their cost). Core
-# statements on the tables, so the ORM does not look for the row among loaded objects:
-# each runs in a session of its own, closed after its commit, that never loaded the row.
-_TOUCH_CONVERSATION = (
-    update(Conversation.__table__)
-    .where(Conversation.__table__.c.id == bindparam("conversation_id"))
-    .values(updated_at=bindparam("now"))
-)
+# The loop's per-step update, built once (composing it was most of its cost). A Core
+# statement on the table, so the ORM does not look for the row among loaded objects: it
+# runs in a session of its own, closed after its commit, that never loaded the row.
+_runs = cast(Table, Run.__table__)  # typed as any FromClause by SQLAlchemy
 _RECORD_ITERATION = (
-    update(Run.__table__)
-    .where(Run.__table__.c.id == bindparam("run_id"))
+    update(_runs)
+    .where(_runs.c.id == bindparam("run_id"))
     .values(iterations=bindparam("iterations"), heartbeat_at=bindparam("now"))
 )
 
 
 # The tool choice of every step but the wrap-up at the iteration cap.
 AUTO = {"type": "auto"}
+NO_TOOLS = {"type": "none"}
 
 
 def execute_run(services: RunServices, run_id: int) -> str | None:
@@ -76,11 +81,11 @@ def execute_run(services: RunServices, run_id: int) -> str | None:
             return None
         # Before the claim commits: a Stop that follows it finds the run executing here.
         services.cancellations.executing(run_id)
-        host = HostLoop(
-            services, run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index
-        )
+        ids = RunIds(run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index)
+        host = HostLoop(services, ids)
+        opening: Opening | None
         try:
-            host.start(session)
+            opening = host.start(session)
         except Exception:
             # Its first request could not be read: claimed without it, the loop reads it
             # again, and a second failure ends the run with an error the person sees.
@@ -89,191 +94,185 @@ def execute_run(services: RunServices, run_id: int) -> str | None:
             if claim_run(session, run_id) is None:
                 services.cancellations.ended(run_id)
                 return None
-            host = HostLoop(
-                services, run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index
-            )
+            host, opening = HostLoop(services, ids), None
         session.commit()
-    return host.run()
+    return host.run(opening)
 
 
-class HostLoop(ToolCalls, RunEnd):
-    def __init__(
-        self,
-        services: RunServices,
-        run_id: int,
-        conversation_id: int,
-        user_id: int,
-        turn_index: int | None = None,
-    ):
-        """`turn_index`: the run's, when its claim read it (metering needs it)."""
+@dataclass(frozen=True)
+class Opening:
+    """What the run read before its first model call: whether an approved call waits to
+    run first, and, when none does, the first model call's history and prompt (read in
+    the transaction that claimed the run)."""
+
+    approval_pending: bool
+    draft: Draft | None = None
+
+
+class HostLoop:
+    """One run of the host model: its identity and state, the frames it sends, its guard,
+    its tool calls (app/chat/tool_calls.py) and its end (app/chat/run_end.py)."""
+
+    def __init__(self, services: RunServices, ids: RunIds):
         self.services = services
         self.settings = services.settings
-        self.run_id = run_id
-        self.conversation_id = conversation_id
-        self.user_id = user_id
-        self.turn_index = turn_index
-        self.iterations = 0
-        # The first model call's history and prompt, read when the run was claimed.
-        self.first_draft: Draft | None = None
-        # The untrusted content the model has been sent (app/chat/taint.py): while there
-        # is any, writes and fetches of addresses the person did not type are held.
-        self.sources: list[dict[str, Any]] = []
-        self.typed_urls: set[str] = set()
-        self.run_log = RunLog(services.database, services.settings, run_id, conversation_id)
-        self.watch: StreamWatch | None = None
-        # Metered after the run: model calls that answered, and calls of billable tools
-        # that actually ran without error. A run the model never answered costs nothing.
-        self.model_answers = 0
-        self.billable_calls = 0
-        self.approval_pending = True  # until load_state knows better
-        self.branched = False
-        self.state_loaded = False
-        # The tool calls, kept as the run's "N steps" summary when it ends (app/chat/steps.py).
-        self.steps = RunSteps(run_id, services.tools)
-        self.steps_row: Message | None = None
-        # Whether the Done frame was counted in a log the run's end wrote (app/chat/run_end.py).
-        self.done_counted = False
+        self.ids = ids
+        log_ = RunLog(services.database, services.settings, ids.run_id, ids.conversation_id)
+        self.state = RunState(ids, log_, RunSteps(ids.run_id, services.tools))
+        self.frames = RunFrames(services.hub, self.state)
+        self.guard = RunGuard(ids.run_id, services.cancellations)
+        self.tools = ToolCalls(services, self.state, self.frames, self.guard)
 
-    def start(self, session) -> None:
+    def start(self, session: Session) -> Opening:
         """Everything before the first model call, in the transaction that claims the run:
         its state, the first request's history and prompt, and the first iteration's
         count (every transaction saved is CPU and latency before the first token). A run
         that first carries out an approved call drafts its request after that call."""
         # Held while the draft reads them too: a session finds again only what is held.
-        conversation, memory = self.load_state(session)
-        if not self.approval_pending and self.settings.max_iterations > 0:
-            draft = self.request_builder().draft(session, AUTO, False, memory_parts(memory))
-            self.first_draft = draft
-            self.count_iteration(session)
+        conversation, memory, pending = self.load_state(session)
+        if pending or self.settings.max_iterations <= 0:
+            return Opening(pending)
+        draft = self.request_builder().draft(session, AUTO, False, memory_parts(memory))
+        self.count_iteration(session)
+        return Opening(pending, draft)
 
-    def load_state(self, session) -> tuple[Conversation, UserMemory | None]:
-        """What the run needs to know before its first model call; the conversation and
-        the person's memory it read."""
-        conversation = session.get(Conversation, self.conversation_id)
-        memory = session.get(UserMemory, self.user_id)
-        self.approval_pending = approval_pending(session, self.conversation_id)
-        self.sources = untrusted_sources(session, self.conversation_id, self.services.tools, memory)
-        self.typed_urls = typed_urls(session, self.conversation_id)
-        # A branched conversation (app/chat/branches.py): rows pushed during the run carry
-        # no siblings, so clients re-render the shown branch once it ends.
-        self.branched = conversation.branch_chosen_at_sequence is not None
-        self.state_loaded = True
-        return conversation, memory
+    def load_state(self, session: Session) -> tuple[Conversation, UserMemory | None, bool]:
+        """What the run needs to know before its first model call, kept in its state; the
+        conversation and the person's memory it read, and whether an approval is pending."""
+        conversation_id = self.ids.conversation_id
+        conversation = session.get(Conversation, conversation_id)
+        if conversation is None:
+            raise RunCancelled()  # deleted with its run, which the claim just found
+        memory = session.get(UserMemory, self.ids.user_id)
+        pending = approval_pending(session, conversation_id)
+        state = self.state
+        state.sources = untrusted_sources(session, conversation_id, self.services.tools, memory)
+        state.typed_urls = typed_urls(session, conversation_id)
+        state.branched = conversation.branch_chosen_at_sequence is not None
+        return conversation, memory, pending
 
-    @property
-    def tainted(self) -> bool:
-        return bool(self.sources)
-
-    def read_untrusted(self, tool: Tool | None, result: ToolResult, context=None) -> list:
-        """The untrusted content a result carries; the conversation is tainted from now."""
-        if result.is_error:
-            return []
-        found = list(result.untrusted_sources) + list(context.read_untrusted if context else [])
-        if tool is not None and tool.untrusted and not found:
-            found = [{"tool": tool.name}]
-        for source in found:
-            if source not in self.sources:
-                self.sources.append(source)
-        return found
+    def read_opening(self) -> Opening:
+        """The opening, read in its own transaction (it was not read with the claim)."""
+        with self.services.database.session() as session:
+            return Opening(self.load_state(session)[2])
 
     # -- the loop ---------------------------------------------------------------------
 
-    def run(self) -> str:
-        self.watch = self.services.liveness.watch(self.run_id, self.conversation_id)
-        status, changed = self._outcome()
-        if changed is None:
-            # Failed, cancelled or ended elsewhere: metered and read on their own.
-            if self.model_answers:
-                self.meter()
-            changed = self.conversation_changed()
-        self.services.cancellations.ended(self.run_id)
-        self.keep_steps()
-        # Released before Done is published: no keepalive of this run can follow its Done.
-        self.services.liveness.release(self.run_id)
-        done = ev.Done(self.run_id, status)
-        if self.done_counted:
-            self.services.hub.publish(self.conversation_id, done)
+    def run(self, opening: Opening | None = None) -> str:
+        """Drive the run to its end; `opening`: what was read with its claim (None: it
+        reads that itself)."""
+        services, ids, state = self.services, self.ids, self.state
+        self.guard.watch_stream(services.liveness.watch(ids.run_id, ids.conversation_id))
+        end = self._outcome(opening)
+        if isinstance(end, Finished):
+            listed, steps_row = end.listed, end.steps_row
         else:
-            self.emit(done)
-        self.run_log.flush()
-        if changed is not None:
-            self.services.hub.publish_user(self.user_id, changed)
-        if status in (RunStatus.COMPLETED, RunStatus.AWAITING):
+            # Failed, cancelled or ended elsewhere: metered and read on their own.
+            if state.model_answers:
+                ending.meter(services, state)
+            listed, steps_row = ending.conversation_changed(services, ids), None
+        services.cancellations.ended(ids.run_id)
+        ending.keep_steps(services, state, self.frames, steps_row)
+        # Released before Done is published: no keepalive of this run can follow its Done.
+        services.liveness.release(ids.run_id)
+        done = ev.Done(ids.run_id, end.status)
+        if isinstance(end, Finished):
+            self.frames.publish(done)  # counted in the log its end wrote
+        else:
+            self.frames.emit(done)
+        state.log.flush()
+        if listed is not None:
+            services.hub.publish_user(ids.user_id, listed)
+        if end.status in (RunStatus.COMPLETED, RunStatus.AWAITING):
             # After the chat's first exchange the fast model names it (app/chat/titles.py);
             # the run has ended and no transaction is open.
-            propose_title(self.services, self.conversation_id, self.user_id)
-        if self.branched:
-            self.restore_unanswered_fork()
-            self.services.hub.publish(self.conversation_id, ev.BranchChanged())
-        return status
+            propose_title(services, ids.conversation_id, ids.user_id)
+        if state.branched:
+            ending.restore_unanswered_fork(services, ids)
+            services.hub.publish(ids.conversation_id, ev.BranchChanged())
+        return end.status
 
-    def _outcome(self) -> tuple[str, ev.ConversationChanged | None]:
-        """The run's final status, and what its conversation's list item shows when the run
-        ended normally (its Done frame counted in the log it wrote then)."""
+    def _outcome(self, opening: Opening | None) -> Ending:
+        """How the run ended: finished by itself, or abandoned (failed, stopped, or ended
+        elsewhere)."""
+        services, state, frames = self.services, self.state, self.frames
         try:
-            return self._loop()
+            return self._loop(opening or self.read_opening())
         except (RunCancelled, StreamCancelled):
-            return RunStatus.CANCELLED, None
+            return Abandoned(RunStatus.CANCELLED)
         except StreamAborted as aborted:
-            return self.fail(aborted.reason, _aborted_text(aborted.reason)), None
+            return ending.fail(
+                services, state, frames, aborted.reason, _aborted_text(aborted.reason)
+            )
         except TurnTooLarge as too_large:
             # Nothing was sent: the step alone outgrows the window even shortened.
-            return self.fail(too_large.code, too_large.text), None
+            return ending.fail(services, state, frames, too_large.code, too_large.text)
         except ModelError as error:
             secret = self.settings.anthropic_api_key
             log.warning(
-                "run %s: model error %s", self.run_id, redact(error_detail(error), [secret])
+                "run %s: model error %s", self.ids.run_id, redact(error_detail(error), [secret])
             )
-            self.run_log.model_error(error)  # the full reason; the person gets the short one
-            return self.fail(error.code, _model_error_text(error, secret)), None
+            state.log.model_error(error)  # the full reason; the person gets the short one
+            return ending.fail(
+                services, state, frames, error.code, _model_error_text(error, secret)
+            )
         except Exception:
-            if self.deleted():
+            if ending.deleted(services, self.ids.run_id):
                 # Its conversation was deleted under it (a write of the run found it gone):
                 # a cancellation, not a failure.
-                return RunStatus.CANCELLED, None
-            log.exception("run %s failed", self.run_id)
-            self.run_log.exception()
+                return Abandoned(RunStatus.CANCELLED)
+            log.exception("run %s failed", self.ids.run_id)
+            state.log.exception()
             message = "Something went wrong while answering. Please try again."
-            return self.fail("internal", message), None
+            return ending.fail(services, state, frames, "internal", message)
 
-    def _loop(self) -> tuple[str, ev.ConversationChanged | None]:
-        if not self.state_loaded:
-            with self.services.database.session() as session:
-                self.load_state(session)
-        presenting = self.settle_approved_call() if self.approval_pending else False
+    def _loop(self, opening: Opening) -> Ending:
+        services, state, frames = self.services, self.state, self.frames
+        presenting = self.tools.settle_approved_call() if opening.approval_pending else False
+        draft = opening.draft
         for _ in range(self.settings.max_iterations):
-            turn = self.model_step(tool_choice=AUTO, presenting=presenting)
+            turn = self.model_step(AUTO, presenting, draft)
+            draft = None
             if not turn.tool_uses:
-                return self.answer(turn, presenting)
+                return ending.answer(services, state, frames, turn, presenting)
             row = self.persist_assistant_turn(turn)
-            if self.run_tools(turn, row):
+            if self.tools.run_tools(turn, row):
                 self.close_presenting(presenting)
-                return self.finish(RunStatus.AWAITING)
+                return ending.finish(services, state, frames, RunStatus.AWAITING)
             presenting = True
         # The cap: one last call that may not use tools, so the person always gets a sentence.
-        turn = self.model_step(tool_choice={"type": "none"}, presenting=presenting, wrap_up=True)
-        return self.answer(_without_tool_uses(turn), presenting)
+        turn = self.model_step(NO_TOOLS, presenting, wrap_up=True)
+        return ending.answer(services, state, frames, _without_tool_uses(turn), presenting)
 
     # -- one model call -----------------------------------------------------------------
 
     def model_step(
-        self, tool_choice: dict, presenting: bool, wrap_up: bool = False
+        self,
+        tool_choice: dict[str, str],
+        presenting: bool,
+        draft: Draft | None = None,
+        wrap_up: bool = False,
     ) -> AssistantTurn:
-        self.check_cancelled()
+        """One model call; `draft`: its history and prompt, when they were read already."""
+        self.guard.check()
+        run_id = self.ids.run_id
         if presenting:
             # Before the step's transaction, which writes the log with this frame counted.
-            self.emit(ev.Timeline(self.run_id, "presenting", "started"))
-        prepared = self.prepare(tool_choice, wrap_up, draft=self.next_draft(tool_choice, wrap_up))
+            self.frames.emit(ev.Timeline(run_id, "presenting", "started"))
+        prepared = self.prepare(
+            tool_choice, wrap_up, draft=draft or self.draft(tool_choice, wrap_up)
+        )
         # The working indicator says "retrying" while the SDK retries this call (its
         # "thinking" went out with the message: app.web.chat_actions.start_turn).
         since = int(time.time() * 1000)
+        watch = self.guard.watch
         callbacks = StreamCallbacks(
             on_text=self.stream_text,
-            on_thinking_start=self.watch and self.watch.reasoning_started,
-            on_thinking_end=self.watch and self.watch.reasoning_ended,
-            should_stop=self.is_cancelled,
-            on_retry=lambda reason: self.emit(ev.Status(self.run_id, "retrying", since, reason)),
-            watch=self.watch,
+            on_thinking_start=watch.reasoning_started if watch else None,
+            on_thinking_end=watch.reasoning_ended if watch else None,
+            should_stop=self.guard.is_cancelled,
+            on_retry=lambda reason: self.frames.emit(ev.Status(run_id, "retrying", since, reason)),
+            watch=watch,
         )
         try:
             turn = self.call_model(prepared, callbacks)
@@ -282,32 +281,31 @@ class HostLoop(ToolCalls, RunEnd):
             # ends the run with a clear error.
             prepared = self.prepare(tool_choice, wrap_up, harder=True)
             turn = self.call_model(prepared, callbacks)
-        self.model_answers += 1
+        self.state.model_answers += 1
         self.services.calibration.record(
-            self.conversation_id, prepared.estimated_input, turn.usage.get("input_tokens", 0)
+            self.ids.conversation_id, prepared.estimated_input, turn.usage.get("input_tokens", 0)
         )
         return turn
 
     def stream_text(self, text: str) -> None:
         """A text delta; none once the run is stopped (Stop kept what had been shown)."""
-        if not self.is_cancelled():
-            self.emit(ev.TextDelta(self.run_id, text))
+        if not self.guard.is_cancelled():
+            self.frames.emit(ev.TextDelta(self.ids.run_id, text))
 
     def call_model(self, prepared: PreparedRequest, callbacks: StreamCallbacks) -> AssistantTurn:
         """One streamed model call, recorded in the run log (a failed one too)."""
-        with self.run_log.model_call(prepared.request, prepared.estimated_input) as call:
-            call.turn = self.services.model.stream_turn(prepared.request, callbacks)
-        return call.turn
+        with self.state.log.model_call(prepared.request, prepared.estimated_input) as call:
+            turn = call.turn = self.services.model.stream_turn(prepared.request, callbacks)
+        return turn
 
     def request_builder(self) -> HostRequestBuilder:
-        return HostRequestBuilder(self.services, self.conversation_id, self.services.calibration)
+        return HostRequestBuilder(
+            self.services, self.ids.conversation_id, self.services.calibration
+        )
 
-    def next_draft(self, tool_choice: dict, wrap_up: bool) -> Draft:
+    def draft(self, tool_choice: dict[str, str], wrap_up: bool) -> Draft:
         """The step's history and prompt, read in one transaction with its iteration's
         count (the first step's were read in the transaction that claimed the run)."""
-        draft, self.first_draft = self.first_draft, None
-        if draft is not None and tool_choice == AUTO and not wrap_up:
-            return draft
         with self.services.database.session() as session:
             draft = self.request_builder().draft(session, tool_choice, wrap_up)
             self.count_iteration(session)
@@ -315,14 +313,18 @@ class HostLoop(ToolCalls, RunEnd):
         return draft
 
     def prepare(
-        self, tool_choice: dict, wrap_up: bool, harder: bool = False, draft: Draft | None = None
+        self,
+        tool_choice: dict[str, str],
+        wrap_up: bool,
+        harder: bool = False,
+        draft: Draft | None = None,
     ) -> PreparedRequest:
         prepared = self.request_builder().prepare(tool_choice, wrap_up, harder, draft)
         for notice in prepared.notices:
-            self.emit(ev.RowPersisted(row_dict(notice), self.run_id))
+            self.frames.emit(ev.RowPersisted(row_dict(notice), self.ids.run_id))
         return prepared
 
-    def build_request(self, tool_choice: dict, wrap_up: bool) -> dict[str, Any]:
+    def build_request(self, tool_choice: dict[str, str], wrap_up: bool) -> dict[str, Any]:
         """The request the next model call would send (history rebuilt from rows)."""
         return self.prepare(tool_choice, wrap_up).request
 
@@ -331,71 +333,41 @@ class HostLoop(ToolCalls, RunEnd):
     def persist_assistant_turn(self, turn: AssistantTurn) -> Message:
         """A turn that calls tools: its row, before the tools run."""
         text, meta = assistant_row(turn)
+        conversation_id = self.ids.conversation_id
         with self.services.database.session() as session:
             row = insert_message(
                 session,
-                self.conversation_id,
+                conversation_id,
                 role="assistant",
                 kind=RowKind.HOST,
                 content=text,
                 meta=meta,
             )
-            self.touch_conversation(session)
-            self.ensure_running(session)
-            self.run_log.write(session)
+            touch_conversation(session, conversation_id)
+            self.guard.ensure_running(session)
+            self.state.log.write(session)
             session.commit()
         if text:
-            self.emit(ev.HostTurn(self.run_id, text))
+            self.frames.emit(ev.HostTurn(self.ids.run_id, text))
         if not row.hidden:
-            self.emit(ev.RowPersisted(row_dict(row), self.run_id))
+            self.frames.emit(ev.RowPersisted(row_dict(row), self.ids.run_id))
         return row
 
     # -- bookkeeping ----------------------------------------------------------------------
 
-    def emit(self, event: ev.Event) -> None:
-        self.run_log.frame(event.kind)
-        if isinstance(event, ev.RowPersisted):
-            self.steps.row_shown(event.row)
-        self.services.hub.publish(self.conversation_id, event)
-
     def close_presenting(self, presenting: bool) -> None:
         if presenting:
-            self.emit(ev.Timeline(self.run_id, "presenting", "done"))
+            self.frames.emit(ev.Timeline(self.ids.run_id, "presenting", "done"))
 
-    def is_cancelled(self) -> bool:
-        """Stopped here (at once) or from another process (seen within a few seconds)."""
-        # A stop from another process lands in the database; this process's liveness
-        # monitor polls it for every run here at once and fills `cancellations`.
-        return self.run_id in self.services.cancellations
-
-    def ensure_running(self, session) -> None:
-        """Last step before a write of the run commits (its conversation is locked by
-        then): a run stopped, reclaimed or deleted meanwhile writes nothing more. Stop kept
-        what the person saw in the transaction that cancelled the run (app.chat.stop)."""
-        if run_status(session, self.run_id) != RunStatus.RUNNING:
-            session.rollback()
-            raise RunCancelled()
-
-    def check_cancelled(self) -> None:
-        if self.is_cancelled():
-            raise RunCancelled()
-        if self.watch is not None and self.watch.aborted:
-            raise StreamAborted(self.watch.aborted)
-
-    def count_iteration(self, session) -> None:
+    def count_iteration(self, session: Session) -> None:
         """One more model call, counted with the log of the steps so far in the caller's
         transaction (before the call, so a run that dies in it keeps them)."""
-        self.iterations += 1
+        self.state.iterations += 1
         session.execute(
             _RECORD_ITERATION,
-            {"run_id": self.run_id, "iterations": self.iterations, "now": utcnow()},
+            {"run_id": self.ids.run_id, "iterations": self.state.iterations, "now": utcnow()},
         )
-        self.run_log.write(session)
-
-    def touch_conversation(self, session) -> None:
-        session.execute(
-            _TOUCH_CONVERSATION, {"conversation_id": self.conversation_id, "now": utcnow()}
-        )
+        self.state.log.write(session)
 
 
 def _without_tool_uses(turn: AssistantTurn) -> AssistantTurn:

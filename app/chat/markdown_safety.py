@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import html
 import re
+from typing import Any
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 EXPORT_LEVELS = frozenset({"h1", "h2", "h3"})
@@ -27,7 +29,7 @@ _PROBE = "loopdesk-end-of-text"
 # Every link is reported as a link (markdown-it would quietly leave out the ones it finds
 # unsafe, but another viewer might not): the check below decides.
 _parser = MarkdownIt("commonmark")
-_parser.validateLink = lambda _url: True
+_parser.validateLink = lambda url: True  # type: ignore[method-assign]  # markdown-it's hook
 # Tidying needs only where the blocks are: no inline parse (half the time).
 _blocks = MarkdownIt("commonmark").disable("inline")
 # Without these, a text can make no heading, HTML, link, fence or setext underline.
@@ -110,15 +112,15 @@ def _tidy_text(text: str) -> str:
     return _LINK.sub(_link_or_its_text, text)
 
 
-def _link_or_its_text(match: re.Match) -> str:
-    return match.group(0) if is_safe_url(match.group(3)) else match.group(2)
+def _link_or_its_text(match: re.Match[str]) -> str:
+    return str(match.group(0) if is_safe_url(match.group(3)) else match.group(2))
 
 
 def _is_contained(block: str) -> bool:
     """Parsed with a heading after it, the block leaves that heading a heading of its own
     (no open fence or HTML swallows it), has no heading at the export's levels, no HTML
     and no link or image to an unsafe address."""
-    env: dict = {}
+    env: dict[str, Any] = {}
     tokens = _parser.parse(f"{block}\n\n## {_PROBE}", env)
     headings = [
         i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag in EXPORT_LEVELS
@@ -133,7 +135,7 @@ def _is_contained(block: str) -> bool:
     return all(_token_is_safe(token) for token in tokens)
 
 
-def _token_is_safe(token) -> bool:
+def _token_is_safe(token: Token) -> bool:
     if token.type in ("html_block", "html_inline"):
         return False
     for child in token.children or ():

@@ -29,7 +29,7 @@ def stamped(session: Session, context: ToolContext) -> Iterator[None]:
     records the untrusted content known at that moment (whatever tool creates it): the
     conversation's, and what the call itself read (an agent adapting a tainted output)."""
 
-    def before_flush(flushing: Session, _context, _instances) -> None:
+    def before_flush(flushing: Session, _context: object, _instances: object) -> None:
         sources = [*context.untrusted_sources, *context.read_untrusted]
         if not sources:
             return
@@ -60,7 +60,7 @@ def source_label(source: dict[str, Any]) -> str:
     return "outside content"
 
 
-def untrusted_facts(memory: UserMemory | None) -> dict[str, list]:
+def untrusted_facts(memory: UserMemory | None) -> dict[str, list[dict[str, Any]]]:
     """The person's current facts that came from untrusted content, with their sources."""
     if memory is None or not memory.untrusted_facts:
         return {}

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, bindparam, case, func, insert, select
+from sqlalchemy import Table, and_, bindparam, case, func, insert, select
 from sqlalchemy.orm import Session, make_transient_to_detached
 
 from app.chat.models import Conversation, Message
@@ -15,8 +15,8 @@ from app.db import utcnow
 from app.kinds import RowKind
 from app.llm.budget import estimate_blocks
 
-_messages = Message.__table__
-_conversations = Conversation.__table__
+_messages = cast(Table, Message.__table__)  # typed as any FromClause
+_conversations = cast(Table, Conversation.__table__)  # typed as any FromClause
 # Built once: composing a statement costs more Python than running this one does.
 _LOCK_CONVERSATION = (
     select(_conversations.c.id)

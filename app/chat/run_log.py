@@ -21,16 +21,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
-from sqlalchemy import insert, select
+from sqlalchemy import Table, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.chat.models import Run, RunLogEntry
 from app.config import Settings
 from app.db import Database, utcnow
+
+if TYPE_CHECKING:
+    from app.llm.client import AssistantTurn
 
 MODEL_CALL, TOOL_CALL, FRAMES, ERROR = "model_call", "tool_call", "frames", "error"
 # What the model server said when it refused (status, type, its whole message).
@@ -40,7 +43,7 @@ MAX_FIELD_CHARS = 4_000
 REDACTED = "[redacted]"
 # Entries are written as one Core INSERT of many rows: nothing is read back, so the ORM's
 # unit of work (an INSERT ... RETURNING per entry) is not needed.
-_INSERT_ENTRIES = insert(RunLogEntry.__table__)
+_INSERT_ENTRIES = insert(cast(Table, RunLogEntry.__table__))  # typed as any FromClause
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +115,7 @@ def capped(text: str, limit: int = MAX_FIELD_CHARS) -> str:
 class ModelCall:
     """What the loop hands back from inside `RunLog.model_call`: the turn, once answered."""
 
-    turn: Any = None
+    turn: AssistantTurn | None = None
 
 
 def _error_text(error: BaseException) -> str:
@@ -257,7 +260,7 @@ class RunLog:
         except Exception:
             log.warning("run %s: could not write %d log entries", self.run_id, len(entries))
 
-    def write(self, session) -> None:
+    def write(self, session: Session) -> None:
         """Add what was recorded since the last flush to the caller's transaction (the
         loop writes the log together with its own rows: one transaction, not two)."""
         entries = self._take()

@@ -3,9 +3,9 @@ claim (compare-and-set), finish and cancel."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
@@ -61,8 +61,8 @@ def lock_active_run(session: Session, conversation_id: int) -> Run | None:
     )
 
 
-_runs = Run.__table__
-_conversations = Conversation.__table__
+_runs = cast(Table, Run.__table__)  # typed as any FromClause
+_conversations = cast(Table, Conversation.__table__)  # typed as any FromClause
 # Run with every turn, so built once (composing them, and the ORM's flush, cost more than
 # running them). The metering key's turn index: runs before this one (the conversation is
 # locked), counted inside the INSERT rather than in a round-trip of its own.

@@ -49,6 +49,8 @@ def is_index_table(name: str) -> bool:
     return name == TABLE or name.startswith(f"{TABLE}_")
 
 
-def include_in_comparison(_object, name, type_, _reflected, _compare_to) -> bool:
+def include_in_comparison(
+    _object: object, name: str | None, type_: str, _reflected: bool, _compare_to: object
+) -> bool:
     """Alembic's `include_object`: the index is created by hand, not from the models."""
     return not (type_ == "table" and name and is_index_table(name))

@@ -5,6 +5,7 @@ stored as JSON and sent on the wire as they are (the keys stay camelCase for tha
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 from app.kinds import CardKind, CardStatus
@@ -58,14 +59,14 @@ def option_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _label_for(step: dict, value: Any) -> str:
+def _label_for(step: dict[str, Any], value: Any) -> str:
     for opt in step.get("options") or []:
         if same_value(opt.get("value"), value):
             return str(opt.get("label", ""))
     return value if isinstance(value, str) else option_json(value)
 
 
-def _answer_labels(step: dict, value: Any) -> list[str]:
+def _answer_labels(step: dict[str, Any], value: Any) -> list[str]:
     if value is None or value == "" or value == []:
         return []
     if isinstance(value, list):
@@ -75,7 +76,7 @@ def _answer_labels(step: dict, value: Any) -> list[str]:
     return [_label_for(step, value)]
 
 
-def card_summary(card: dict) -> list[dict]:
+def card_summary(card: Mapping[str, Any]) -> list[dict[str, Any]]:
     """How a card reads once answered: each step's question and the labels chosen."""
     steps = card.get("steps") or []
     answer = card.get("answer") or {}
@@ -83,7 +84,8 @@ def card_summary(card: dict) -> list[dict]:
         return []
     result_key = card.get("resultKey")
     if result_key is None:
-        answers = answer.get("answers") if isinstance(answer.get("answers"), dict) else {}
+        given = answer.get("answers")
+        answers: dict[str, Any] = given if isinstance(given, dict) else {}
         return [
             {
                 "title": step.get("title", ""),

@@ -51,7 +51,7 @@ TRAILING = ".,;:!?)]}»”’"
 
 def untrusted_sources(
     session: Session, conversation_id: int, registry: ToolRegistry, memory: UserMemory | None
-) -> list:
+) -> list[dict[str, Any]]:
     """The untrusted content this conversation's model is sent; empty when none.
     `memory`: its owner's (facts remembered from untrusted content are in every prompt)."""
     sources: list[dict[str, Any]] = []

@@ -1,12 +1,14 @@
 """The host loop's tool calls: running them (a held call waits for the person's
 confirmation), asking the person (a card pauses the run), the approved call carried out
-once, and their results persisted as the rows the model and the person read. A part of
-`HostLoop` (app/chat/loop.py), which it is mixed into."""
+once, and their results persisted as the rows the model and the person read. The loop
+(app/chat/loop.py) hands it the run's state, frames and guard; it knows nothing of the loop."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
+
+from sqlalchemy.orm import Session
 
 from app import events as ev
 from app.chat.conversations import row_dict
@@ -14,6 +16,8 @@ from app.chat.models import Message
 from app.chat.provenance import stamped
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_log import elapsed_ms
+from app.chat.run_services import RunServices
+from app.chat.run_state import RunCancelled, RunFrames, RunGuard, RunState, touch_conversation
 from app.chat.runs import approved_not_run, awaiting_approval
 from app.chat.search import index_row
 from app.chat.shapes import Card
@@ -26,6 +30,9 @@ from app.tools.invoke import invoke
 from app.tools.registry import Tool
 from app.tools.results import Pause, ToolResult
 
+# A model turn's tool_use block (or the approved call a card carries: its id and name).
+ToolUse = dict[str, Any]
+
 ONE_QUESTION = (
     "Only one question can be asked at a time; this one was not shown. "
     "Ask it again after the person answers."
@@ -33,13 +40,20 @@ ONE_QUESTION = (
 
 
 class ToolCalls:
-    """HostLoop's tool calls (it provides services, the run's ids, emit, the run log and
-    steps, and the taint state these read)."""
+    """The run's tool calls: they read and widen its taint, count its billable calls, log
+    and record each call as a step, and send their rows as frames."""
+
+    def __init__(self, services: RunServices, state: RunState, frames: RunFrames, guard: RunGuard):
+        self.services = services
+        self.state = state
+        self.ids = state.ids
+        self.frames = frames
+        self.guard = guard
 
     def persist_tool_result(
         self,
-        session,
-        tool_use: dict,
+        session: Session,
+        tool_use: ToolUse,
         tool_name: str,
         result: ToolResult,
         untrusted: list[dict[str, Any]] | None = None,
@@ -48,7 +62,7 @@ class ToolCalls:
         rows = [
             insert_message(
                 session,
-                self.conversation_id,
+                self.ids.conversation_id,
                 role="assistant",
                 kind=visible["kind"],
                 content=visible.get("content", ""),
@@ -59,7 +73,7 @@ class ToolCalls:
         rows.append(
             insert_tool_result(
                 session,
-                self.conversation_id,
+                self.ids.conversation_id,
                 tool_use["id"],
                 tool_name,
                 result.content,
@@ -73,13 +87,18 @@ class ToolCalls:
         """Run every tool call of the turn; at most one of them may ask the person (a UI
         tool, or a call held for confirmation), and that one is asked last. True when
         the run pauses on it."""
-        question: tuple[dict, Tool, Pause | None] | None = None
+        question: tuple[ToolUse, Tool, Pause | None] | None = None
         for tool_use in turn.tool_uses:
-            self.check_cancelled()
-            tool = self.services.tools.get(tool_use["name"])
-            if tool is not None and tool.category == "ui":
-                held: Pause | None = None
-            else:
+            self.guard.check()
+            name = tool_use["name"]
+            tool = self.services.tools.get(name)
+            if tool is None:
+                self.record_result(
+                    tool_use, name, ToolResult(f"There is no tool named {name}.", True)
+                )
+                continue
+            held: Pause | None = None
+            if tool.category != "ui":
                 held = self.call_tool(tool_use, tool)
                 if held is None:
                     continue
@@ -91,67 +110,64 @@ class ToolCalls:
             return False
         return self.ask(*question, assistant_row=assistant_row)
 
-    def call_tool(self, tool_use: dict, tool: Tool | None) -> Pause | None:
+    def call_tool(self, tool_use: ToolUse, tool: Tool) -> Pause | None:
         """Run one call and persist its result; a call that must be confirmed first comes
         back as its confirmation card instead."""
         name = tool_use["name"]
-        if tool is None:
-            self.record_result(tool_use, name, ToolResult(f"There is no tool named {name}.", True))
-            return None
         checked = tool.checked_input(tool_use.get("input"))
         if checked.problem:
             self.record_result(tool_use, name, ToolResult(checked.problem, True), checked.coerced)
             return None
-        if self.tainted:
-            held = held_for_approval(tool, checked.arguments, self.typed_urls)
+        if self.state.tainted:
+            held = held_for_approval(tool, checked.arguments, self.state.typed_urls)
             if held is not None:
                 return held
-        stage = "resolving_context" if tool.category == "read" else None
+        stage: ev.TimelineStage | None = "resolving_context" if tool.category == "read" else None
         if stage:
-            self.emit(ev.Timeline(self.run_id, stage, "started", detail=name))
+            self.frames.emit(ev.Timeline(self.ids.run_id, stage, "started", detail=name))
         started = time.monotonic()
         with self.services.database.session() as session:
             context = self.tool_context(session, tool_use)
             with stamped(session, context):
                 outcome = invoke(tool, context, checked.arguments)
             if tool.phase == "build" and not (isinstance(outcome, ToolResult) and outcome.is_error):
-                widen_to_build(session, self.conversation_id)
+                widen_to_build(session, self.ids.conversation_id)
             if isinstance(outcome, Pause):
                 session.commit()
                 return outcome
             # The tool's own writes and its result rows commit together.
-            untrusted = self.read_untrusted(tool, outcome, context)
+            untrusted = self.state.read_untrusted(tool, outcome, context)
             rows = self.persist_tool_result(session, tool_use, name, outcome, untrusted)
-            self.touch_conversation(session)
-            self.ensure_running(session)
+            touch_conversation(session, self.ids.conversation_id)
+            self.guard.ensure_running(session)
             session.commit()
         self.log_tool_call(tool_use, name, checked.arguments, outcome, started, checked.coerced)
         if tool.billable and not outcome.is_error:
-            self.billable_calls += 1
+            self.state.billable_calls += 1
         if stage:
-            self.emit(ev.Timeline(self.run_id, stage, "done", detail=name))
+            self.frames.emit(ev.Timeline(self.ids.run_id, stage, "done", detail=name))
         self.emit_visible(rows)
         return None
 
     def record_result(
-        self, tool_use: dict, name: str, result: ToolResult, coerced: tuple[str, ...] = ()
+        self, tool_use: ToolUse, name: str, result: ToolResult, coerced: tuple[str, ...] = ()
     ) -> None:
         with self.services.database.session() as session:
             self.persist_tool_result(session, tool_use, name, result)
-            self.ensure_running(session)
+            self.guard.ensure_running(session)
             session.commit()
         self.log_tool_call(tool_use, name, tool_use.get("input"), result, time.monotonic(), coerced)
 
     def log_tool_call(
         self,
-        tool_use: dict,
+        tool_use: ToolUse,
         name: str,
         arguments: Any,
         result: ToolResult,
         started: float,
         coerced: tuple[str, ...] = (),
     ) -> None:
-        self.run_log.tool_call(
+        self.state.log.tool_call(
             name,
             tool_use["id"],
             arguments,
@@ -160,9 +176,11 @@ class ToolCalls:
             elapsed_ms(started),
             coerced=coerced,
         )
-        self.steps.tool_call(name, result, elapsed_ms(started))
+        self.state.steps.tool_call(name, result, elapsed_ms(started))
 
-    def ask(self, tool_use: dict, tool: Tool, held: Pause | None, assistant_row: Message) -> bool:
+    def ask(
+        self, tool_use: ToolUse, tool: Tool, held: Pause | None, assistant_row: Message
+    ) -> bool:
         """Show the card and pause: a UI tool's question, or a held call's confirmation.
         A tool that cannot ask (bad input, nothing to choose from) answers the model with
         an error instead, and the loop goes on."""
@@ -187,23 +205,29 @@ class ToolCalls:
                     tool_use, tool.name, tool_use.get("input"), outcome, started, coerced
                 )
                 return False
-            card: Card = {
-                **outcome.card,
-                "toolUseId": tool_use["id"],
-                "tool": tool.name,
-                "status": CardStatus.AWAITING,
-            }
+            # What the tool showed (a dict of its own), now a card of this conversation.
+            card = cast(
+                Card,
+                {
+                    **outcome.card,
+                    "toolUseId": tool_use["id"],
+                    "tool": tool.name,
+                    "status": CardStatus.AWAITING,
+                },
+            )
             row = session.get(Message, assistant_row.id)
+            if row is None:
+                raise RunCancelled()  # deleted with its conversation
             row.kind = RowKind.CARD
             row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
             index_row(session, row)  # shown from now on
-            self.touch_conversation(session)
-            self.ensure_running(session)
+            touch_conversation(session, self.ids.conversation_id)
+            self.guard.ensure_running(session)
             session.commit()
         asked = ToolResult({"card shown": card})
         self.log_tool_call(tool_use, tool.name, tool_use.get("input"), asked, started, coerced)
-        self.emit(ev.ToolCallCard(self.run_id, tool_use["id"], tool.name, card))
-        self.emit(ev.RowPersisted(row_dict(row), self.run_id))
+        self.frames.emit(ev.ToolCallCard(self.ids.run_id, tool_use["id"], tool.name, dict(card)))
+        self.frames.emit(ev.RowPersisted(row_dict(row), self.ids.run_id))
         return True
 
     def settle_approved_call(self) -> bool:
@@ -232,13 +256,13 @@ class ToolCalls:
                 with stamped(session, context):
                     outcome = invoke(tool, context, card["arguments"], approved=True)
                 result = _as_result(outcome)
-            untrusted = self.read_untrusted(tool, result, context)
+            untrusted = self.state.read_untrusted(tool, result, context)
             rows = self.persist_tool_result(session, tool_use, card["tool"], result, untrusted)
-            self.ensure_running(session)
+            self.guard.ensure_running(session)
             session.commit()
         self.log_tool_call(tool_use, card["tool"], card["arguments"], result, started)
         if tool is not None and tool.billable and not result.is_error:
-            self.billable_calls += 1
+            self.state.billable_calls += 1
         self.emit_visible(rows)
         return True
 
@@ -247,36 +271,36 @@ class ToolCalls:
         again (a second settler waits on the row's lock, then finds it spent); None when
         the latest card is no approved call waiting to run."""
         with self.services.database.session() as session:
-            row = awaiting_approval(session, self.conversation_id)
+            row = awaiting_approval(session, self.ids.conversation_id)
             if row is not None:
                 row = approved_not_run(
                     session.get(Message, row.id, with_for_update=True, populate_existing=True)
                 )
             if row is None:
                 return None
-            card: Card = {**row.meta["card"], "executed": True}
+            card = cast(Card, {**row.meta["card"], "executed": True})
             row.meta = {**row.meta, "card": card}
-            self.ensure_running(session)
+            self.guard.ensure_running(session)
             session.commit()
         return card
 
     def emit_visible(self, rows: list[Message]) -> None:
         for row in rows:
             if not row.hidden:
-                self.emit(ev.RowPersisted(row_dict(row), self.run_id))
+                self.frames.emit(ev.RowPersisted(row_dict(row), self.ids.run_id))
 
-    def tool_context(self, session, tool_use: dict) -> ToolContext:
+    def tool_context(self, session: Session, tool_use: ToolUse) -> ToolContext:
         return ToolContext(
             session=session,
-            user_id=self.user_id,
-            conversation_id=self.conversation_id,
-            run_id=self.run_id,
+            user_id=self.ids.user_id,
+            conversation_id=self.ids.conversation_id,
+            run_id=self.ids.run_id,
             services=self.services,
-            emit=self.emit,
+            emit=self.frames.emit,
             tool_use_id=tool_use["id"],
-            should_stop=self.is_cancelled,
-            untrusted_sources=list(self.sources),
-            switch_phase=lambda phase: switch_phase(session, self.conversation_id, phase),
+            should_stop=self.guard.is_cancelled,
+            untrusted_sources=list(self.state.sources),
+            switch_phase=lambda phase: switch_phase(session, self.ids.conversation_id, phase),
         )
 
 

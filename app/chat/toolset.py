@@ -3,7 +3,12 @@ prompt are derived from the same list, so the prompt never promises a missing to
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from app.tools.registry import Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 
 def tools_for_step(registry: ToolRegistry, phase: str) -> list[Tool]:
@@ -17,14 +22,16 @@ def capability_notes(tools: list[Tool]) -> str:
     return "## What you can do right now\n" + "\n".join(lines)
 
 
-def switch_phase(session, conversation_id: int, phase: str) -> None:
+def switch_phase(session: Session, conversation_id: int, phase: str) -> None:
     """The set_phase tool's write, handed to it by the loop (tools know no chat models)."""
     from app.chat.models import Conversation
 
-    session.get(Conversation, conversation_id).tool_phase = phase
+    conversation = session.get(Conversation, conversation_id)
+    if conversation is not None:  # else deleted under the call: nothing to switch
+        conversation.tool_phase = phase
 
 
-def widen_to_build(session, conversation_id: int) -> None:
+def widen_to_build(session: Session, conversation_id: int) -> None:
     """A build tool called in discovery widens the conversation to build (the model
     asked for it by name; refusing would only make it guess again)."""
     from sqlalchemy import update

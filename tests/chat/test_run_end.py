@@ -16,8 +16,7 @@ from sqlalchemy import select, update
 from sqlalchemy import text as sql
 
 from app.billing.models import UsageEvent
-from app.chat import context_window
-from app.chat.loop import HostLoop
+from app.chat import context_window, run_end
 from app.chat.models import Conversation, Run
 from app.chat.stale import INTERRUPTED, sweep
 from app.chat.stop import stop_active_run
@@ -38,17 +37,17 @@ class AtTheAnswer:
     def __init__(self, monkeypatch, before: bool = True):
         self.reached = threading.Event()
         self.go = threading.Event()
-        answer = HostLoop.answer
+        answer = run_end.answer
 
-        def held(loop, *args):
+        def held(*args):
             if before:
                 self._hold()
-            ended = answer(loop, *args)
+            ended = answer(*args)
             if not before:
                 self._hold()
             return ended
 
-        monkeypatch.setattr(HostLoop, "answer", held)
+        monkeypatch.setattr(run_end, "answer", held)
 
     def _hold(self):
         self.reached.set()
