@@ -27,13 +27,18 @@ WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 RATE_LIMIT_PREFIX = f"test-{WORKER}-{uuid.uuid4().hex[:12]}"
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-timeout has read its setting
 def pytest_configure(config):
-    """Cheap password hashing in tests; production keeps argon2's default cost."""
+    """Cheap password hashing in tests; production keeps argon2's default cost. The limit
+    pytest-timeout puts on each test stretches with every wait (LOOPDESK_TEST_TIME_SCALE)."""
     from argon2 import PasswordHasher
 
     import app.accounts.models as account_models
+    from tests.waiting import time_scale
 
     account_models._hasher = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+    if getattr(config, "_env_timeout", None):
+        config._env_timeout *= time_scale()
 
 
 def pytest_sessionstart(session):

@@ -18,6 +18,7 @@ from app.chat.conversations import create_conversation
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Message, RunLogEntry
 from app.workspace.attachments import DEFAULT_MAX_BYTES, prepare_attachment
 from app.workspace.models import Offer, Persona
+from tests.waiting import eventually, scaled, time_scale
 
 PASSWORD = "correct horse battery"
 
@@ -122,19 +123,23 @@ def build_phase_chat(app, chat) -> int:
 def run_log_entries(app, run_id, settle=True) -> list[RunLogEntry]:
     """The run's log. With `settle`, wait for the end-of-run flush (the run's status is
     visible a moment before its last entries are written)."""
-    deadline = time.monotonic() + 5
-    while True:
+    entries: list[RunLogEntry] = []
+
+    def settled() -> list[RunLogEntry] | None:
         with app.extensions["database"].session() as session:
-            entries = list(
-                session.scalars(
-                    select(RunLogEntry).where(RunLogEntry.run_id == run_id).order_by(RunLogEntry.id)
-                )
+            entries[:] = session.scalars(
+                select(RunLogEntry).where(RunLogEntry.run_id == run_id).order_by(RunLogEntry.id)
             )
         frames = [e for e in entries if e.kind == "frames"]
         if not settle or any("done" in e.data["counts"] for e in frames):
-            return entries
-        assert time.monotonic() < deadline, [(e.kind, e.data) for e in entries]
-        time.sleep(0.02)
+            return list(entries)
+        return None
+
+    return eventually(
+        settled,
+        timeout=5,
+        what=lambda: f"run {run_id}'s log never flushed: {[(e.kind, e.data) for e in entries]}",
+    )
 
 
 def store_attachment(
@@ -257,16 +262,22 @@ class ChatDriver:
     def wait(self, run_id, timeout=15.0) -> dict:
         """The run once it no longer runs. In-process runs are awaited on their future
         (an event: no poll competes with the run for the GIL); a worker's are polled."""
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
         future = getattr(self.app.extensions["executor"], "futures", {}).get(run_id)
         if future is not None:
-            futures.wait([future], timeout=timeout)
-        while time.monotonic() < deadline:
-            run = self.client.get(f"/api/runs/{run_id}").get_json()
-            if run["status"] not in ACTIVE_RUN_STATUSES:
-                return run
-            time.sleep(0.02)
-        raise TimeoutError(f"run {run_id} still {run['status']}")
+            futures.wait([future], timeout=scaled(timeout))
+        left = max(timeout - (time.monotonic() - started) / time_scale(), 0)
+        last: dict = {}
+
+        def ended() -> dict | None:
+            last.update(self.client.get(f"/api/runs/{run_id}").get_json())
+            return dict(last) if last["status"] not in ACTIVE_RUN_STATUSES else None
+
+        return eventually(
+            ended,
+            timeout=left,
+            what=lambda: f"run {run_id} still {last.get('status')}",
+        )
 
     def rows(self, chat_id, after=0) -> list[dict]:
         response = self.client.get(f"/api/chats/{chat_id}/messages?after={after}")

@@ -37,13 +37,14 @@ import socketserver
 import string
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+
+from tests.waiting import eventually
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -1867,14 +1868,14 @@ class FakeModelServer:
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[RecordedRequest]:
         """Block until at least ``n`` /v1/messages requests were received."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def arrived() -> list[RecordedRequest] | None:
             with self._lock:
-                if len(self.requests) >= n:
-                    return list(self.requests)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"expected {n} requests, got {len(self.requests)}")
-            time.sleep(0.01)
+                return list(self.requests) if len(self.requests) >= n else None
+
+        return eventually(
+            arrived, timeout, lambda: f"expected {n} requests, got {len(self.requests)}"
+        )
 
     # -- internals used by the handler --------------------------------------------------
 

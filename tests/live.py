@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
 
 from werkzeug.serving import make_server
+
+from tests.waiting import eventually
 
 
 class LiveServer:
@@ -29,7 +30,4 @@ class LiveServer:
 def wait_subscribed(app, chat_id, timeout=5.0):
     """The server subscribes right after the handshake; wait for it before acting."""
     hub = app.extensions["services"].hub
-    deadline = time.monotonic() + timeout
-    while not hub._by_conversation.get(chat_id):
-        assert time.monotonic() < deadline, "the socket never subscribed"
-        time.sleep(0.005)
+    eventually(lambda: hub._by_conversation.get(chat_id), timeout, "the socket never subscribed")

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, select
 from app.accounts.models import User
 from app.workspace.models import Attachment
 from tests.fake_model import FakeModelServer, Turn, text, tool_use
+from tests.waiting import scaled
 from tests.web.test_attachments import make_pdf
 
 DEMO_EMAIL = "demo@loopdesk.local"
@@ -98,7 +99,7 @@ def stream_a_reply_to_an_html_socket(
         )
         assert started.status_code == 202, started.text
         run = f"{url}/api/runs/{started.json()['runId']}"
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while browser.get(run, timeout=10).json()["status"] in {"queued", "running"}:
             assert time.monotonic() < deadline, "the run did not end"
             frames += _frames_until_quiet(socket, 0.2)

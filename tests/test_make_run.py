@@ -11,7 +11,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import requests
 
 from tests.factories import csrf_token_from
 from tests.ports import free_port
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_SECONDS = 90
@@ -60,16 +60,17 @@ def started_make_run(directory: Path, extra_env: dict[str, str]):
         _make_run_command(), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_SECONDS
+
+    def serving() -> bool:
+        assert process.poll() is None, log_path.read_text()
+        try:
+            requests.get(f"{url}/login", timeout=5)
+        except requests.ConnectionError:
+            return False
+        return True
+
     try:
-        while True:
-            assert process.poll() is None, log_path.read_text()
-            try:
-                requests.get(f"{url}/login", timeout=5)
-                break
-            except requests.ConnectionError:
-                assert time.monotonic() < deadline, "make run did not serve in time"
-                time.sleep(0.2)
+        eventually(serving, STARTUP_SECONDS, "make run did not serve in time")
         yield url
     finally:
         process.send_signal(signal.SIGTERM)
@@ -120,13 +121,12 @@ def test_make_run_serves_the_login_page_with_gunicorn_and_answers_the_demo(make_
     )
     assert started.status_code == 202, started.text
     run_id = started.json()["runId"]
-    deadline = time.monotonic() + 30
-    while (status := browser.get(f"{make_run}/api/runs/{run_id}", timeout=10).json()["status"]) in {
-        "queued",
-        "running",
-    }:
-        assert time.monotonic() < deadline, "the demo run did not end"
-        time.sleep(0.2)
+
+    def ended() -> str | None:
+        status = browser.get(f"{make_run}/api/runs/{run_id}", timeout=10).json()["status"]
+        return status if status not in {"queued", "running"} else None
+
+    status = eventually(ended, 30, "the demo run did not end")
     assert status in {"completed", "awaiting"}  # the demo may end on a question card
     rows = browser.get(f"{make_run}/api/chats/{chat}/messages", timeout=10).json()
     assert any(row["role"] == "assistant" for row in rows["messages"])

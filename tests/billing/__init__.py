@@ -3,12 +3,11 @@ rows and runs."""
 
 from __future__ import annotations
 
-import time
-
 from sqlalchemy import func, select
 
 from app.billing.models import UsageEvent
 from app.chat.models import Message, Run
+from tests.waiting import eventually
 
 
 def usage_events(app, user_id=None) -> list[UsageEvent]:
@@ -22,10 +21,11 @@ def usage_events(app, user_id=None) -> list[UsageEvent]:
 def metered(app, user_id, count: int, timeout: float = 5.0) -> list[UsageEvent]:
     """The person's usage events once there are `count` of them: a run is metered just
     after it reports its final status."""
-    deadline = time.monotonic() + timeout
-    while len(events := usage_events(app, user_id)) < count and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return events
+    return eventually(
+        lambda: len(events := usage_events(app, user_id)) >= count and events,
+        timeout,
+        lambda: f"{count} usage events never written: {usage_events(app, user_id)}",
+    )
 
 
 def counts(app, conversation_id: int) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from app.tools.results import ToolResult, confirmation
 from app.workspace.models import Offer
 from tests.billing import metered, usage_events
 from tests.fake_model import Turn, api_error, text, tool_use
+from tests.waiting import scaled
 
 HOST_WEIGHT = 3
 
@@ -60,7 +61,7 @@ def _meter(database, settings, run_id, billable_tool_calls) -> bool:
 
 
 def _wait_done(subscription, timeout=5.0):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         event = subscription.get(timeout=0.1)
         if event is not None and event.kind == "done":

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from tests.factories import PASSWORD
+from tests.waiting import eventually
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
@@ -52,11 +52,12 @@ def screenshot(page, name: str) -> Path:
 def wait_until(page, expression: str, timeout: float = 10.0) -> None:
     """Poll a JS expression. (Playwright's wait_for_function evaluates strings inside the
     page, which our Content-Security-Policy rightly forbids.)"""
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(f"() => Boolean({expression})"):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {expression}")
-        page.wait_for_timeout(25)
+    eventually(
+        lambda: page.evaluate(f"() => Boolean({expression})"),
+        timeout,
+        f"waiting for {expression}",
+        sleep=lambda seconds: page.wait_for_timeout(seconds * 1000),
+    )
 
 
 def audit(page) -> list[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from app.accounts.models import User
 from tests.browser.helpers import audit, log_in, screenshot, wait_until
 from tests.fake_model import Turn, text, tool_use
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -245,13 +245,14 @@ def test_on_a_phone_the_menu_and_the_chat_list_open_from_buttons(site, chat_with
 
 
 def _stored_theme(site, wanted: str, timeout: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
+    seen = []
+
+    def stored():
         with site["app"].extensions["database"].session() as session:
-            theme = session.get(User, site["user_id"]).theme
-        if theme == wanted or time.monotonic() > deadline:
-            return theme
-        time.sleep(0.025)
+            seen[:] = [session.get(User, site["user_id"]).theme]
+        return seen[0] if seen[0] == wanted else None
+
+    return eventually(stored, timeout, lambda: f"the stored theme stayed {seen[0]!r}")
 
 
 def test_the_theme_toggle_is_kept_on_the_account(site, browser):

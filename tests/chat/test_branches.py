@@ -12,6 +12,7 @@ from sqlalchemy import select, update
 from app.chat.models import Conversation, Message
 from tests.factories import add_token, add_user
 from tests.fake_model import Turn, text, tool_use
+from tests.waiting import eventually, scaled
 from tests.web.helpers import snapshot
 
 
@@ -434,7 +435,7 @@ def test_a_summary_is_kept_along_its_branch_and_dropped_when_it_is_left(app, cha
 
 
 def _frame_of(ws, kind, timeout=10.0):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         raw = ws.receive(timeout=0.5)
         if raw is not None and json.loads(raw)["type"] == kind:
@@ -518,7 +519,5 @@ def test_a_regenerate_stopped_before_it_wrote_anything_shows_the_old_answer_agai
     chat.client.post(f"/api/chats/{chat_id}/stop", headers=chat.auth.headers())
     assert chat.wait(run_id)["status"] == "cancelled"
 
-    deadline = time.monotonic() + 5
-    while len(chat.rows(chat_id)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    eventually(lambda: len(chat.rows(chat_id)) >= 2, 5, "the first answer was not restored")
     assert _shown(chat.rows(chat_id)) == [(1, "user", "Hi"), (2, "host", "First answer.")]

@@ -18,6 +18,7 @@ from app.db import utcnow
 from app.events import Done, Keepalive
 from tests.factories import ChatDriver
 from tests.fake_model import Turn, text, thinking, tool_use
+from tests.waiting import eventually, scaled
 
 TIMERS = dict(heartbeat_seconds=0.2, stale_seconds=1.5, stream_idle_seconds=0.8, max_run_seconds=30)
 
@@ -47,7 +48,13 @@ def test_a_slow_healthy_run_gets_heartbeats_and_keepalives_and_is_never_reclaime
     chat_id = chat.new_chat()
     subscription = app.extensions["services"].hub.subscribe(chat_id)
     run_id = chat.send(chat_id, "Take your time")
-    time.sleep(2.0)
+    # 40 of its 60 words streamed: 2 s at 50 ms a word, past STALE_SECONDS, 1 s still to go.
+    hub = app.extensions["services"].hub
+    eventually(
+        lambda: hub.live_state(chat_id).text.count("word") >= 40,
+        10,
+        lambda: f"the run streamed only {hub.live_state(chat_id).text.count('word')} words",
+    )
     # Readers during the run see it alive (the on-read check does not reclaim it).
     assert chat.client.get(f"/api/runs/{run_id}").get_json()["status"] == "running"
     with app.extensions["database"].session() as session:
@@ -177,7 +184,7 @@ def test_no_keepalive_follows_the_runs_done(make_app, fake_model, auth):
     fence = Keepalive(0)  # published last: everything before it has arrived with it
 
     def listen():
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + scaled(15)
         while time.monotonic() < deadline:
             event = subscription.get(timeout=0.05)
             if event == fence:
@@ -190,9 +197,7 @@ def test_no_keepalive_follows_the_runs_done(make_app, fake_model, auth):
     listener = threading.Thread(target=listen)
     listener.start()
     run_id = chat.send(chat_id, "Hello")
-    deadline = time.monotonic() + 5
-    while run_id not in monitor._runs and time.monotonic() < deadline:
-        time.sleep(0.01)
+    eventually(lambda: run_id in monitor._runs, 5, "the monitor never watched the run")
     database = monitor.database
 
     class ReachedAfterDone:
@@ -321,14 +326,13 @@ def test_a_heartbeat_never_holds_a_run_and_its_conversation_at_once(app, chat, d
     )
     beating.start()
     try:
-        deadline = time.monotonic() + 3.0
-        landed = False
-        while not landed and time.monotonic() < deadline:
+
+        def landed():
             with database.session() as reader:
                 beat_at = reader.get(Run, run_id).heartbeat_at
-                landed = beat_at is not None and beat_at >= before
-            time.sleep(0.05)
-        assert landed, "the run's heartbeat waited for the conversation's lock"
+            return beat_at is not None and beat_at >= before
+
+        eventually(landed, 3.0, "the run's heartbeat waited for the conversation's lock")
     finally:
         holder.rollback()
         holder.close()

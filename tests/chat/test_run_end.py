@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter
 from datetime import timedelta
 
@@ -26,6 +25,7 @@ from app.tools.registry import Tool
 from app.tools.results import ToolResult, confirmation
 from tests.factories import ChatDriver, run_log_entries
 from tests.fake_model import Turn, api_error, text, tool_use
+from tests.waiting import eventually
 
 ANSWER = "You have no offers yet; shall we add one?"
 
@@ -416,10 +416,11 @@ def _wait_until_blocked_by(session, timeout=10.0):
         "SELECT count(*) FROM pg_locks WHERE NOT granted AND :me = ANY(pg_blocking_pids(pid))"
     )
     me = session.execute(sql("SELECT pg_backend_pid()")).scalar()
-    deadline = time.monotonic() + timeout
-    while not session.execute(blocked, {"me": me}).scalar():
-        assert time.monotonic() < deadline, "nothing waited for this session's locks"
-        time.sleep(0.02)
+    eventually(
+        lambda: session.execute(blocked, {"me": me}).scalar(),
+        timeout,
+        "nothing waited for this session's locks",
+    )
 
 
 def test_deleting_a_chat_as_its_run_ends_never_deadlocks(app, chat, database_url):

@@ -5,7 +5,6 @@ Redis, real Dramatiq messages."""
 from __future__ import annotations
 
 import threading
-import time
 
 import dramatiq
 import pytest
@@ -13,6 +12,7 @@ import redis
 
 from app.chat.run_queue import WakingRedisBroker
 from tests.factories import REDIS_URL, needs_redis
+from tests.waiting import eventually
 
 # Far longer than any test waits: a consumer that returns sooner was woken.
 LONG_POLL_MS = 120_000
@@ -60,11 +60,11 @@ def _subscribed(broker: WakingRedisBroker, queue: str) -> None:
     client = redis.Redis.from_url(REDIS_URL)
     channel = broker.wake_channel(queue)
     try:
-        for _ in range(500):
-            if dict(client.pubsub_numsub(channel)).get(channel.encode(), 0) > 0:
-                return
-            time.sleep(0.01)
-        raise AssertionError("the wake-up listener never subscribed")
+        eventually(
+            lambda: dict(client.pubsub_numsub(channel)).get(channel.encode(), 0) > 0,
+            5,
+            "the wake-up listener never subscribed",
+        )
     finally:
         client.close()
 

@@ -10,11 +10,12 @@ from app.events import Status, TextDelta, to_wire
 from app.stream.live import LiveState
 from app.web.frames import HtmlFrames, JsonFrames
 from tests.fake_model import Turn, api_error, stream_error, text
+from tests.waiting import eventually, scaled
 
 
 def _events_until_done(subscription, timeout=10.0) -> list:
     events = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not events or events[-1].kind != "done":
         assert time.monotonic() < deadline, events
         event = subscription.get(timeout=0.1)
@@ -76,8 +77,17 @@ def test_a_page_joining_while_the_model_thinks_sees_the_indicator(app, chat, fak
     chat_id = chat.new_chat()
     run_id = chat.send(chat_id, "Hello")
     fake_model.wait_for_requests(1)
-    time.sleep(1.1)
     hub = app.extensions["services"].hub
+    # A second of thinking, counted from when the indicator says it began (the model's
+    # first token is 1.5 s away).
+    eventually(
+        lambda: (
+            (since := hub.live_state(chat_id).status_since) is not None
+            and time.time() * 1000 - since >= 1000
+        ),
+        5,
+        "the model has not been thinking for a second",
+    )
 
     subscription = hub.subscribe(chat_id)
     try:

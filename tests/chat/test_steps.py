@@ -5,13 +5,13 @@ logs or not."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from app.llm.demo import agent_output
 from app.workspace.models import Offer
 from tests.fake_model import Turn, api_error, text, tool_use
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -124,10 +124,11 @@ def test_a_failed_run_keeps_the_steps_it_took(app, chat, fake_model):
     chat_id = chat.new_chat()
     assert chat.wait(chat.send(chat_id, "What do I sell?"))["status"] == "error"
     # A failed run keeps its steps in a transaction of its own, just after its status.
-    deadline = time.monotonic() + 5
-    while not (kept := [r for r in chat.rows(chat_id) if "steps" in r]):
-        assert time.monotonic() < deadline, "the failed run's steps were never kept"
-        time.sleep(0.02)
+    kept = eventually(
+        lambda: [r for r in chat.rows(chat_id) if "steps" in r],
+        5,
+        "the failed run's steps were never kept",
+    )
     assert [s["label"] for s in kept[0]["steps"]["items"]] == ["Looked up your offers"]
 
 

@@ -10,17 +10,18 @@ from app.chat.stop import CANCELLED_RESULT
 from app.events import TextDelta
 from app.llm.demo import agent_output
 from tests.fake_model import Turn, text, tool_use
+from tests.waiting import eventually, scaled
 
 WORDS = " ".join(f"word{n}" for n in range(120))
 
 
 def _wait_for_live_text(app, chat_id, at_least, timeout=10.0) -> str:
     hub = app.extensions["services"].hub
-    deadline = time.monotonic() + timeout
-    while len(hub.live_state(chat_id).text) < at_least:
-        assert time.monotonic() < deadline, "the answer never streamed"
-        time.sleep(0.01)
-    return hub.live_state(chat_id).text
+    return eventually(
+        lambda: len(text := hub.live_state(chat_id).text) >= at_least and text,
+        timeout,
+        "the answer never streamed",
+    )
 
 
 def _stop(chat, chat_id):
@@ -31,7 +32,7 @@ def _stop(chat, chat_id):
 
 def _events_until_done(subscription, timeout=10.0) -> list:
     events = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not events or events[-1].kind != "done":
         assert time.monotonic() < deadline, events
         event = subscription.get(timeout=0.1)
@@ -132,10 +133,11 @@ def test_stop_while_the_model_writes_a_tool_call_keeps_only_its_text(app, chat, 
     chat_id = chat.new_chat()
     run_id = chat.send(chat_id, "Ads please")
     hub = app.extensions["services"].hub
-    deadline = time.monotonic() + 10
-    while hub.live_state(chat_id).text != "Let me draft those ads.":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    eventually(
+        lambda: hub.live_state(chat_id).text == "Let me draft those ads.",
+        10,
+        lambda: f"the live text is {hub.live_state(chat_id).text!r}",
+    )
 
     _stop(chat, chat_id)
 

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-import time
+import threading
 
 import pytest
 
 from app.chat.models import Conversation
 from app.chat.titles import tidy_title
 from tests.fake_model import Turn, api_error, text, tool_use
+from tests.waiting import eventually, scaled
 
 
 @pytest.fixture
@@ -27,18 +28,18 @@ def _title_requests(fake_model) -> list[dict]:
 
 
 def _wait_for_title(app, chat_id, title, timeout=10.0) -> Conversation:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        conversation = _conversation(app, chat_id)
-        if conversation.title == title:
-            return conversation
-        time.sleep(0.02)
-    raise AssertionError(f"title is still {_conversation(app, chat_id).title!r}")
+    return eventually(
+        lambda: (conversation := _conversation(app, chat_id)).title == title and conversation,
+        timeout,
+        lambda: f"title is still {_conversation(app, chat_id).title!r}",
+    )
 
 
-def _wait_for_requests(fake_model, n):
-    fake_model.wait_for_requests(n, timeout=10)
-    time.sleep(0.2)  # and whatever the run does after it
+def _model_was_asked(fake_model, n):
+    """The model's requests once the run has ended: `chat.wait` awaits the run's future,
+    and the title is proposed inside the run, after its answer (app/chat/loop.py), so
+    nothing more can come."""
+    assert len(fake_model.requests) == n, [r["messages"][-1] for r in fake_model.requests]
 
 
 def test_the_fast_model_names_the_chat_after_the_first_exchange(app, chat, fake_model):
@@ -79,7 +80,7 @@ def test_the_fast_model_names_the_chat_after_the_first_exchange(app, chat, fake_
     # Named once: later exchanges leave it alone.
     fake_model.script(Turn(text("More ideas.")))
     chat.wait(chat.send(chat_id, "More please"))
-    _wait_for_requests(fake_model, 3)
+    _model_was_asked(fake_model, 3)
     assert len(fake_model.requests) == 3
     assert _conversation(app, chat_id).title == "Spring launch ideas"
 
@@ -94,7 +95,7 @@ def test_a_chat_the_person_renamed_keeps_its_name(app, chat, fake_model):
     )
     assert response.status_code == 200
     chat.wait(chat.send(chat_id, "Write ad copy for my offer"))
-    _wait_for_requests(fake_model, 1)
+    _model_was_asked(fake_model, 1)
 
     assert _title_requests(fake_model) == []
     conversation = _conversation(app, chat_id)
@@ -105,25 +106,35 @@ def test_a_title_given_by_a_script_is_kept(app, chat, fake_model):
     fake_model.script(Turn(text("Sure.")))
     chat_id = chat.new_chat(title="Launch ideas")
     chat.wait(chat.send(chat_id, "Write ad copy for my offer"))
-    _wait_for_requests(fake_model, 1)
+    _model_was_asked(fake_model, 1)
     assert _title_requests(fake_model) == []
     assert _conversation(app, chat_id).title == "Launch ideas"
 
 
 def test_a_rename_while_the_model_thinks_of_a_title_wins(app, chat, fake_model):
-    fake_model.script(
-        Turn(text("Sure.")),
-        Turn(tool_use("submit_title", {"title": "Proposed title"}), delay_first=0.6),
-    )
+    asked, answer = threading.Event(), threading.Event()
+
+    def title_once_renamed(body):
+        asked.set()  # the title's request reached the model; it answers after the rename
+        answer.wait(scaled(10))
+        return Turn(tool_use("submit_title", {"title": "Proposed title"}))
+
+    fake_model.script(Turn(text("Sure.")))
+    fake_model.responder = title_once_renamed
     chat_id = chat.new_chat()
-    chat.wait(chat.send(chat_id, "Write ad copy for my offer"))
-    fake_model.wait_for_requests(2, timeout=10)
-    chat.client.post(
-        f"/chats/{chat_id}/rename",
-        data={"title": "Renamed meanwhile"},
-        headers={**chat.auth.headers(), "HX-Request": "true"},
-    )
-    time.sleep(1.0)
+    run_id = chat.send(chat_id, "Write ad copy for my offer")
+    assert asked.wait(scaled(10)), "the title was never asked for"
+    try:
+        renamed = chat.client.post(
+            f"/chats/{chat_id}/rename",
+            data={"title": "Renamed meanwhile"},
+            headers={**chat.auth.headers(), "HX-Request": "true"},
+        )
+        assert renamed.status_code == 200
+    finally:
+        answer.set()
+    chat.wait(run_id)  # the run's future: its title step has ended too
+    assert len(_title_requests(fake_model)) == 1
     conversation = _conversation(app, chat_id)
     assert (conversation.title, conversation.title_source) == ("Renamed meanwhile", "person")
 
@@ -135,7 +146,7 @@ def test_a_failed_proposal_keeps_the_first_words_and_the_run_is_fine(app, chat, 
     )
     chat_id = chat.new_chat()
     run = chat.wait(chat.send(chat_id, "Write a quiz for my coffee subscription"))
-    _wait_for_requests(fake_model, 2)
+    _model_was_asked(fake_model, 2)
     assert run["status"] == "completed"
     conversation = _conversation(app, chat_id)
     assert conversation.title == "Write a quiz for my coffee subscription"
@@ -148,10 +159,13 @@ def test_the_strict_model_names_a_chat_from_the_schema_alone(app, chat, fake_mod
     fake_model.strict = True
     chat_id = chat.new_chat()
     chat.wait(chat.send(chat_id, "Write a quiz"))
-    deadline = time.monotonic() + 10
-    while _conversation(app, chat_id).title_source != "model" and time.monotonic() < deadline:
-        time.sleep(0.02)
-    conversation = _conversation(app, chat_id)
+    conversation = eventually(
+        lambda: (
+            (conversation := _conversation(app, chat_id)).title_source == "model" and conversation
+        ),
+        10,
+        lambda: f"the title is still from {_conversation(app, chat_id).title_source!r}",
+    )
     assert conversation.title_source == "model"
     assert 0 < len(conversation.title) <= 60
     assert fake_model.strict_answers == ["submit_title"]

@@ -1,17 +1,15 @@
 """The demo model walks a person through a real flow through the real loop and SDK."""
 
-import time
-
 from app.workspace.seed import seed_workspace
+from tests.waiting import eventually
 
 
 def _wait(client, run_id):
-    for _ in range(500):
+    def ended():
         run = client.get(f"/api/runs/{run_id}").get_json()
-        if run["status"] not in ("queued", "running"):
-            return run
-        time.sleep(0.02)
-    raise TimeoutError(run)
+        return run if run["status"] not in ("queued", "running") else None
+
+    return eventually(ended, 10, f"run {run_id} never ended")
 
 
 def test_demo_model_lists_asks_writes_and_presents(make_app, auth):

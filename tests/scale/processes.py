@@ -16,6 +16,7 @@ import httpx2 as httpx
 import simple_websocket
 
 from tests.ports import free_port
+from tests.waiting import eventually, scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -65,14 +66,13 @@ class Process:
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """A web process answers /login; a worker has said it is consuming."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             if self.popen.poll() is not None:
                 raise RuntimeError(f"{self.name} exited at start:\n{self.log()}")
-            if self._ready():
-                return
-            time.sleep(0.1)
-        raise TimeoutError(f"{self.name} not ready:\n{self.log()}")
+            return self._ready()
+
+        eventually(ready, timeout, lambda: f"{self.name} not ready:\n{self.log()}")
 
     def _ready(self) -> bool:
         if self.url is None:
@@ -178,7 +178,7 @@ class FrameReader:
 
     def until(self, predicate, timeout: float = 20.0) -> dict:
         """Read frames until one matches; every frame read is kept in `frames`."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             message = self.ws.receive(timeout=0.2)
             if message is None:

@@ -24,6 +24,7 @@ from tests.scale.processes import (
     flask_worker,
     gunicorn_web,
 )
+from tests.waiting import eventually
 
 TIMERS = {"HEARTBEAT_SECONDS": "0.3", "STALE_SECONDS": "2", "STREAM_IDLE_SECONDS": "10"}
 STALE_SECONDS = 2.0
@@ -188,7 +189,7 @@ def test_a_worker_killed_mid_stream_leaves_an_interrupted_reply_and_a_usable_cha
     _assert_rows_whole(rows)
 
     # A new worker; the next message runs normally.
-    setup.start(flask_worker("worker-2", setup.env, setup.tmp_path))
+    worker_2 = setup.start(flask_worker("worker-2", setup.env, setup.tmp_path))
     fake_model.script(Turn(text("Here is the short version.")))
     next_run = b.post(f"/api/chats/{chat_id}/loop", {"message": "Shorter please"}).json()["runId"]
     done = socket.until(lambda f: f["type"] == "done" and f["runId"] == next_run, timeout=30)
@@ -204,7 +205,16 @@ def test_a_worker_killed_mid_stream_leaves_an_interrupted_reply_and_a_usable_cha
     executor = DramatiqExecutor(load_settings(env=setup.env))
     executor.submit(run_id)
     executor.submit(next_run)
-    time.sleep(1.5)
+    # The worker says so once it has read each message and looked at the run.
+    dropped = [
+        f"run {run_id} is error: message dropped",
+        f"run {next_run} is completed: message dropped",
+    ]
+    eventually(
+        lambda: all(line in worker_2.log() for line in dropped),
+        10,
+        lambda: f"the worker did not drop both messages:\n{setup.logs()}",
+    )
     executor.shutdown()
     assert a.rows(chat_id) == rows
     assert b.get(f"/api/runs/{run_id}")["status"] == "error"
@@ -231,10 +241,11 @@ def test_the_embedded_server_killed_mid_stream_and_restarted(deployment, fake_mo
     api = setup.api(restarted)
     # Reclaimed by the restarted server's first sweep, or STALE_SECONDS after the kill if
     # the restart was quicker than that. Nobody reads the chat's rows meanwhile.
-    deadline = max(killed + RECLAIM_WITHIN, time.monotonic() + 1.0)
-    while api.chat_status(chat_id) != "IDLE":
-        assert time.monotonic() <= deadline, setup.logs()
-        time.sleep(0.1)
+    eventually(
+        lambda: api.chat_status(chat_id) == "IDLE",
+        max(killed + RECLAIM_WITHIN - time.monotonic(), 1.0),
+        lambda: f"the killed run was not reclaimed:\n{setup.logs()}",
+    )
 
     rows = api.rows(chat_id)
     assert [r["kind"] for r in rows] == ["user", "error"]
@@ -243,10 +254,11 @@ def test_the_embedded_server_killed_mid_stream_and_restarted(deployment, fake_mo
     _assert_rows_whole(rows)
     fake_model.script(Turn(text("Back, and brief.")))
     next_run = api.post(f"/api/chats/{chat_id}/loop", {"message": "Again"}).json()["runId"]
-    deadline = time.monotonic() + 20
-    while api.get(f"/api/runs/{next_run}")["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(
+        lambda: api.get(f"/api/runs/{next_run}")["status"] not in ("queued", "running"),
+        20,
+        f"run {next_run} never ended",
+    )
     assert api.get(f"/api/runs/{next_run}")["status"] == "completed"
     assert [r["kind"] for r in api.rows(chat_id)] == ["user", "error", "user", "host"]
 

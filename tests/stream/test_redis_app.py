@@ -15,7 +15,8 @@ from app.accounts.service import create_user
 from app.stream.redis_hub import RedisHub
 from tests.factories import PASSWORD, REDIS_URL, needs_redis
 from tests.fake_model import Turn, text, tool_use
-from tests.live import LiveServer
+from tests.live import LiveServer, wait_subscribed
+from tests.waiting import eventually, scaled
 
 pytestmark = needs_redis
 
@@ -47,11 +48,7 @@ class Process:
             f"{self.server.ws_url}/ws/chats/{chat_id}?format=json",
             headers={"Authorization": f"Bearer {self.token}"},
         )
-        hub = self.app.extensions["services"].hub
-        deadline = time.monotonic() + 5
-        while not hub._by_conversation.get(chat_id):
-            assert time.monotonic() < deadline, "the socket never subscribed"
-            time.sleep(0.005)
+        wait_subscribed(self.app, chat_id)
         return ws
 
     def html_socket(self, chat_id):
@@ -83,7 +80,7 @@ def processes(make_app, fake_model):
 
 def frames_until_done(ws, timeout=15.0) -> list[dict]:
     frames = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     try:
         while time.monotonic() < deadline:
             raw = ws.receive(timeout=0.5)
@@ -110,10 +107,7 @@ def test_a_run_in_one_process_streams_to_sockets_on_another(processes, fake_mode
     watching = b.socket(chat_id)
 
     run_id = a.post(f"/api/chats/{chat_id}/loop", {"message": "hi"})["runId"]
-    deadline = time.monotonic() + 10
-    while len(b.live_text(chat_id)) < 30:
-        assert time.monotonic() < deadline, "process b never saw the run's text"
-        time.sleep(0.01)
+    eventually(lambda: len(b.live_text(chat_id)) >= 30, 10, "process b never saw the run's text")
     joining = b.socket(chat_id)  # mid-run, on the process that is not running it
 
     full, late = frames_until_done(watching), frames_until_done(joining)
@@ -179,16 +173,13 @@ def test_a_page_joining_mid_run_on_another_process_sees_the_same_rendered_text(
     fake_model.script(Turn(text(reply), token_delay=0.03))
     chat_id = a.post("/api/chats", {})["id"]
     a.post(f"/api/chats/{chat_id}/loop", {"message": "hi"})
-    deadline = time.monotonic() + 10
-    while "word3" not in b.live_text(chat_id):
-        assert time.monotonic() < deadline, "process b never saw the run's text"
-        time.sleep(0.01)
+    eventually(lambda: "word3" in b.live_text(chat_id), 10, "process b never saw the run's text")
 
     joining = b.html_socket(chat_id)
     try:
         opening = joining.receive(timeout=5)
         frames = [opening]
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + scaled(15)
         while 'id="composer" class="composer"' not in frames[-1]:
             assert time.monotonic() < deadline
             frames.append(joining.receive(timeout=5) or "")

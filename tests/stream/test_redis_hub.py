@@ -17,6 +17,7 @@ from app.stream.hub import LocalHub
 from app.stream.live import LiveState
 from app.stream.redis_hub import RedisHub
 from tests.factories import REDIS_URL, needs_redis
+from tests.waiting import eventually, scaled
 
 pytestmark = needs_redis
 
@@ -50,7 +51,7 @@ def client():
 
 def until_done(subscription, timeout=10.0) -> list[ev.Event]:
     events = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         event = subscription.get(timeout=0.5)
         if event is None:
@@ -61,12 +62,7 @@ def until_done(subscription, timeout=10.0) -> list[ev.Event]:
     raise TimeoutError(events)
 
 
-def eventually(check, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "never happened"
-        time.sleep(0.02)
-
+FENCE = ev.Keepalive(0)  # published last: whatever came before it has been handed on
 
 # A run's events touching every part of the live state, then the events around runs.
 A_RUN = [
@@ -100,7 +96,10 @@ def test_events_published_in_one_process_reach_sockets_in_another_in_order(proce
     worker.publish(1, ev.Done(7, "completed"))
     events = until_done(socket)
     assert events == [ev.TextDelta(7, f"{n} ") for n in range(300)] + [ev.Done(7, "completed")]
-    assert elsewhere.get(timeout=0.2) is None
+    # One listener hands on what Redis sends in order: the first thing chat 2 hears is
+    # what was published to it after all of chat 1's events.
+    worker.publish(2, FENCE)
+    assert elsewhere.get(timeout=scaled(2)) == FENCE
 
 
 def test_subscribe_returns_only_once_redis_delivers_to_it(process):
@@ -247,7 +246,9 @@ def test_person_events_reach_every_socket_of_that_person_in_any_process(process)
     worker.publish_user(5, changed)
     assert one.get(timeout=2) == changed
     assert two.get(timeout=2) == changed
-    assert stranger.get(timeout=0.2) is None
+    later = ev.ConversationChanged({"id": 3, "title": "Theirs", "status": "IDLE"})
+    worker.publish_user(6, later)  # published after: the stranger hears it first, or nothing
+    assert stranger.get(timeout=scaled(2)) == later
 
 
 def test_the_live_state_of_a_run_that_went_silent_expires(process):
@@ -276,7 +277,9 @@ def test_closing_a_socket_stops_delivery_and_its_channel(process, client, prefix
     leaving.close()
     worker.publish(1, ev.TextDelta(7, "still here?"))
     assert staying.get(timeout=2) == ev.TextDelta(7, "still here?")
-    assert leaving.get(timeout=0.2) is None
+    worker.publish(1, FENCE)  # handed on after the first event went to every receiver
+    assert staying.get(timeout=scaled(2)) == FENCE
+    assert leaving.drain() == []
     staying.close()
     assert web._by_conversation == {} and web._by_user == {}
     channels = [f"{prefix}conversation:1", f"{prefix}user:5"]
@@ -341,4 +344,5 @@ def test_a_batch_published_after_redis_lost_its_scripts_arrives_once(process, cl
     worker._send_batch([*batch, (1, ev.Done(7, "completed"))])  # pipelined: several at once
 
     assert until_done(socket) == [event for _, event in batch] + [ev.Done(7, "completed")]
-    assert socket.get(timeout=0.3) is None
+    worker.publish(1, FENCE)  # after the batch and any event of it sent twice
+    assert socket.get(timeout=scaled(2)) == FENCE

@@ -8,7 +8,6 @@ import importlib
 import io
 import subprocess
 import sys
-import time
 import zipfile
 
 import pytest
@@ -17,6 +16,7 @@ from app.chat.models import RunStatus
 from tests.factories import add_token, add_user
 from tests.fake_model import Turn, text
 from tests.live import LiveServer
+from tests.waiting import eventually
 
 PACKAGE = "loopdesk_client"
 # application/zip is bytes like application/octet-stream, the one binary type the
@@ -72,13 +72,13 @@ def generated(server, tmp_path):
 
 def _finished(get_run, client, run_id: int):
     """The run once it has ended, read through the client (the state, not a pause)."""
-    deadline = time.monotonic() + 10
-    while True:
-        run = get_run.sync(run_id, client=client)
-        if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
-            return run
-        assert time.monotonic() < deadline, f"run {run_id} still {run.status}"
-        time.sleep(0.02)
+    last = []
+
+    def ended():
+        last[:] = [get_run.sync(run_id, client=client)]
+        return last[0] if last[0].status not in (RunStatus.QUEUED, RunStatus.RUNNING) else None
+
+    return eventually(ended, 10, lambda: f"run {run_id} still {last[0].status}")
 
 
 def test_a_generated_client_drives_the_api_unmodified(

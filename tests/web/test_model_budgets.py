@@ -7,13 +7,13 @@ per account."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from app.agents.onboarding import starter_writers
 from tests.factories import AuthActions, ChatDriver
 from tests.fake_model import Turn, text, tool_use
+from tests.waiting import eventually
 from tests.web.helpers import json_error
 
 HTMX = {"HX-Request": "true"}
@@ -140,10 +140,7 @@ def _wait_idle(app, client):
     with database(app).session() as session:
         user_id = session.query(User.id).filter_by(email="new@example.com").scalar()
     writers = starter_writers(app.config["LOOPDESK"].onboarding_threads)
-    deadline = time.monotonic() + 10
-    while writers.is_running(user_id):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    eventually(lambda: not writers.is_running(user_id), 10, "the starters were still being written")
 
 
 def test_onboarding_runs_one_job_per_account(make_app, fake_model):

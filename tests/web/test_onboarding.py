@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
 
 import pytest
 from sqlalchemy import select
@@ -21,6 +20,7 @@ from app.agents.onboarding import UNTRUSTED_NOTE
 from app.chat.models import Message
 from tests.factories import add_conversation, add_user
 from tests.fake_model import Turn, api_error, text, tool_use
+from tests.waiting import eventually
 from tests.web.helpers import alerts, database, redirect_path, sign_up
 
 HTMX = {"HX-Request": "true"}
@@ -53,13 +53,7 @@ def welcome(client, **data):
 
 
 def wait_for_starters(app, email="new@example.com", timeout=10.0) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        starters = the_user(app, email).starters
-        if starters:
-            return starters
-        time.sleep(0.02)
-    raise AssertionError("no starters were stored")
+    return eventually(lambda: the_user(app, email).starters, timeout, "no starters were stored")
 
 
 def reply(starters) -> Turn:
@@ -288,14 +282,12 @@ def _done(app, conversation_id, timeout=10.0):
     """Wait for the conversation's run to end."""
     from app.chat.models import ACTIVE_RUN_STATUSES, Run
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ended():
         with database(app).session() as session:
             runs = list(session.scalars(select(Run).where(Run.conversation_id == conversation_id)))
-        if runs and all(run.status not in ACTIVE_RUN_STATUSES for run in runs):
-            return runs
-        time.sleep(0.02)
-    raise AssertionError("the run did not finish")
+        return runs if runs and all(run.status not in ACTIVE_RUN_STATUSES for run in runs) else None
+
+    return eventually(ended, timeout, "the run did not finish")
 
 
 def _rows(app, conversation_id):
@@ -367,10 +359,11 @@ def test_the_welcome_step_can_be_revisited_to_refresh_suggestions(app, client, f
     welcome(client, action="skip")
     fake_model.script(reply(STARTERS))
     welcome(client, role="Head of growth", company="Acme")
-    deadline = time.monotonic() + 10
-    while the_user(app).starters != STARTERS:
-        assert time.monotonic() < deadline, the_user(app).starters
-        time.sleep(0.02)
+    eventually(
+        lambda: the_user(app).starters == STARTERS,
+        10,
+        lambda: f"starters still {the_user(app).starters}",
+    )
     page = client.get("/welcome").get_data(as_text=True)
     assert 'value="Head of growth"' in page
 

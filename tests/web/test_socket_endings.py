@@ -22,6 +22,7 @@ from tests.factories import (
     needs_redis,
 )
 from tests.live import LiveServer
+from tests.waiting import scaled
 
 HTMX = {"HX-Request": "true"}
 
@@ -65,7 +66,7 @@ def _serving(ws) -> list[dict]:
 
 def _closed(ws) -> simple_websocket.ConnectionClosed:
     """The server's close, waited for (bounded); frames before it are skipped."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     with pytest.raises(simple_websocket.ConnectionClosed) as closed:
         while time.monotonic() < deadline:
             ws.receive(timeout=0.5)

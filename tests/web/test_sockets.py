@@ -15,6 +15,7 @@ from app.chat.models import Conversation
 from app.web.sockets import BAD_TOKEN, NO_CREDENTIALS, NO_SUCH_CHAT
 from tests.fake_model import Turn, text
 from tests.live import LiveServer, wait_subscribed
+from tests.waiting import eventually, scaled
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def _connect(server, chat_id, token=None, origin=None, fmt="json", cookie=None):
 
 def _frames_until_done(ws, timeout=10.0):
     frames = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         raw = ws.receive(timeout=0.5)
         if raw is None:
@@ -118,9 +119,7 @@ def test_a_socket_joining_mid_run_gets_the_text_so_far(app, server, auth, fake_m
     fake_model.script(Turn(text(words), token_delay=0.03))
     _start_run(server, token, chat_id)
     hub = app.extensions["services"].hub
-    deadline = time.monotonic() + 5
-    while len(hub.live_state(chat_id).text) < 30 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    eventually(lambda: len(hub.live_state(chat_id).text) >= 30, 5, "the text never flowed")
     ws = _connect(server, chat_id, token=token)
     try:
         frames = _frames_until_done(ws)
@@ -142,10 +141,8 @@ def test_a_json_socket_joining_mid_run_is_answered_while_the_run_streams(
     fake_model.script(Turn(text(words), token_delay=0.03))  # a delta every 30 ms
     _start_run(server, token, chat_id)
     hub = app.extensions["services"].hub
-    deadline = time.monotonic() + 20
-    while len(hub.live_state(chat_id).text) < 60:
-        assert time.monotonic() < deadline, "the text never flowed"
-        time.sleep(0.01)  # join while the text flows: not in the quiet before it
+    # Join while the text flows: not in the quiet before it.
+    eventually(lambda: len(hub.live_state(chat_id).text) >= 60, 20, "the text never flowed")
     ws = _connect(server, chat_id, token=token)
     try:
         ws.send(json.dumps({"after": 0}))
@@ -218,8 +215,16 @@ def test_a_session_cookie_works_on_the_socket(app, server, auth, client):
     cookie = f"session={client.get_cookie('session').value}"
     ws = _connect(server, chat_id, cookie=cookie, origin=server.url)
     assert ws.connected
-    assert ws.receive(timeout=0.3) is None  # accepted, nothing to say yet
-    ws.close()
+    try:
+        wait_subscribed(app, chat_id)  # accepted, and following the chat
+        ws.send(json.dumps({"after": 0}))
+        frames = [json.loads(ws.receive(timeout=scaled(5)))]
+        while frames[-1]["type"] not in ("conversation", "error"):
+            frames.append(json.loads(ws.receive(timeout=scaled(5))))
+    finally:
+        ws.close()
+    # Nothing to say until asked: its first words are the catch-up's answer.
+    assert [f["type"] for f in frames] == ["conversation"], frames
 
 
 def test_a_client_catches_up_by_saying_which_rows_it_holds(app, server, auth, fake_model):
@@ -255,10 +260,7 @@ def test_closing_the_socket_unsubscribes_it(app, server, auth):
     wait_subscribed(app, chat_id)
     ws.close()
     hub = app.extensions["services"].hub
-    deadline = time.monotonic() + 5
-    while hub._by_conversation.get(chat_id) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not hub._by_conversation.get(chat_id)
+    eventually(lambda: not hub._by_conversation.get(chat_id), 5, "the socket stayed subscribed")
 
 
 def test_the_html_socket_sends_the_live_text_rendered_a_few_times_a_second(
@@ -277,7 +279,7 @@ def test_the_html_socket_sends_the_live_text_rendered_a_few_times_a_second(
     try:
         started = time.monotonic()
         _start_run(server, token, chat_id)
-        while time.monotonic() - started < 15:
+        while time.monotonic() - started < scaled(15):
             raw = ws.receive(timeout=0.5)
             if raw is not None:
                 frames.append((time.monotonic(), raw))
@@ -307,9 +309,9 @@ def test_a_page_whose_socket_opens_late_still_gets_the_current_title(app, server
     try:
         ws.send(json.dumps({"after": 0}))
         received = ""
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + scaled(3)
         while 'id="chat-title"' not in received and time.monotonic() < deadline:
-            received += ws.receive(timeout=3) or ""
+            received += ws.receive(timeout=scaled(3)) or ""
     finally:
         ws.close()
     assert '<h1 id="chat-title" hx-swap-oob="true">Spring launch ideas</h1>' in received
@@ -322,7 +324,7 @@ def test_a_page_whose_socket_opens_late_still_gets_the_current_title(app, server
 
 def _html_until(ws, needle: str, timeout: float = 10.0) -> str:
     received = ""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while needle not in received:
         assert time.monotonic() < deadline, received
         received += ws.receive(timeout=0.5) or ""

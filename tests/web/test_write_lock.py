@@ -20,6 +20,7 @@ from app.workspace.models import Character, Offer, Persona
 from tests.fake_model import Turn, schema_instance, text, tool_use
 from tests.live import LiveServer
 from tests.media import ImagesAPI
+from tests.waiting import eventually
 
 
 @pytest.fixture(autouse=True)
@@ -95,13 +96,13 @@ def test_a_socket_opens_while_another_writer_holds_the_lock(app, server):
         )
         try:
             # The socket checks whose chat it is, then subscribes to its frames.
-            deadline = time.monotonic() + 2.0
-            while not hub._by_conversation.get(chat_id) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            subscribed = bool(hub._by_conversation.get(chat_id))
+            eventually(
+                lambda: hub._by_conversation.get(chat_id),
+                2.0,
+                "the socket waited for another writer's lock",
+            )
         finally:
             ws.close()
-    assert subscribed, "the socket waited for another writer's lock"
 
 
 def test_a_started_run_is_handed_over_with_no_lock_held(app, client):
@@ -258,12 +259,12 @@ def test_no_slow_tool_holds_the_write_lock_while_it_waits(make_app, fake_model, 
         )
         assert response.status_code == 202, response.get_json()
         run_id = response.get_json()["runId"]
-        deadline = time.monotonic() + 15
-        while (
-            status := client.get(f"/api/runs/{run_id}", headers=headers).get_json()["status"]
-        ) in ("queued", "running"):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+
+        def ended():
+            status = client.get(f"/api/runs/{run_id}", headers=headers).get_json()["status"]
+            return status if status not in ("queued", "running") else None
+
+        status = eventually(ended, 15, f"run {run_id} never ended")
     finally:
         images.stop()
         page.stop()
