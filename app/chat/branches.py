@@ -213,7 +213,9 @@ class Tree:
         return shown
 
 
-def shown_rows(session: Session, conversation: Conversation, after: int = 0) -> list[dict]:
+def shown_rows(
+    session: Session, conversation: Conversation, after: int = 0
+) -> list[dict[str, Any]]:
     """The row dicts a page or a client shows: the shown branch's visible rows above
     `after`, in order."""
     if conversation.branch_chosen_at_sequence is None:

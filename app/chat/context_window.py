@@ -52,7 +52,11 @@ class HostRequestBuilder:
     calibration: Calibration
 
     def prepare(
-        self, tool_choice: dict, wrap_up: bool, harder: bool = False, draft: Draft | None = None
+        self,
+        tool_choice: dict[str, Any],
+        wrap_up: bool,
+        harder: bool = False,
+        draft: Draft | None = None,
     ) -> PreparedRequest:
         """The request, fitted to the window. `draft`: its first draft, when the caller read
         it already in a transaction of its own (`draft`)."""
@@ -73,14 +77,14 @@ class HostRequestBuilder:
                 prepared = draft.finish(notices, shrink=shrink * 0.95)
         return prepared
 
-    def _draft(self, tool_choice: dict, wrap_up: bool) -> Draft:
+    def _draft(self, tool_choice: dict[str, Any], wrap_up: bool) -> Draft:
         with self.services.database.session() as session, read_transaction(session):
             return self.draft(session, tool_choice, wrap_up)
 
     def draft(
         self,
         session: Session,
-        tool_choice: dict,
+        tool_choice: dict[str, Any],
         wrap_up: bool,
         memory: tuple[str, list[str]] | None = None,
     ) -> Draft:

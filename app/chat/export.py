@@ -23,16 +23,18 @@ from app.kinds import CardStatus, RowKind
 from app.workspace.models import Attachment
 
 FORMATS = ("md", "json")
-CardSummary = Callable[[dict], list[dict]]  # [{"title", "answers": [label, ...]}]
+CardSummary = Callable[
+    [dict[str, Any]], list[dict[str, Any]]
+]  # [{"title", "answers": [label, ...]}]
 
 
 @dataclass(frozen=True)
 class ConversationExport:
-    chat: dict
-    rows: list[dict]
-    attachments: list[dict]
+    chat: dict[str, Any]
+    rows: list[dict[str, Any]]
+    attachments: list[dict[str, Any]]
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"chat": self.chat, "messages": self.rows, "attachments": self.attachments}
 
     def as_markdown(self, card_summary: CardSummary) -> str:
@@ -62,7 +64,7 @@ def export_conversation(session: Session, conversation: Conversation) -> Convers
     )
 
 
-def _attachment_dict(attachment: Attachment, person_rows: list[int]) -> dict:
+def _attachment_dict(attachment: Attachment, person_rows: list[int]) -> dict[str, Any]:
     """`message_sequence`: the person's message it was sent with (None: not sent yet)."""
     sent_with = next((seq for seq in person_rows if seq > attachment.after_sequence), None)
     return {
@@ -75,7 +77,7 @@ def _attachment_dict(attachment: Attachment, person_rows: list[int]) -> dict:
     }
 
 
-def _row_markdown(row: dict, card_summary: CardSummary) -> list[str]:
+def _row_markdown(row: dict[str, Any], card_summary: CardSummary) -> list[str]:
     when = row["created_at"].replace("T", " ")[:16] + " UTC"
     who = "You" if row["kind"] == RowKind.USER else "Loopdesk"
     lines = [f"## {who} · {when}", ""]
@@ -90,7 +92,7 @@ def _row_markdown(row: dict, card_summary: CardSummary) -> list[str]:
     return lines
 
 
-def _card_markdown(card: dict, card_summary: CardSummary) -> list[str]:
+def _card_markdown(card: dict[str, Any], card_summary: CardSummary) -> list[str]:
     lines = [f"> **{markdown_inline(card.get('title') or 'A question for you')}**"]
     if is_confirmation(card):
         answer = card.get("answer") or {}
@@ -110,7 +112,7 @@ def _card_markdown(card: dict, card_summary: CardSummary) -> list[str]:
     return lines
 
 
-def _output_markdown(output: dict) -> list[str]:
+def _output_markdown(output: dict[str, Any]) -> list[str]:
     name = markdown_inline(output.get("agentName") or output.get("agent") or "Result")
     lines = [f"### {name}: {markdown_inline(output.get('title', ''))}".rstrip(), ""]
     lines.extend(_value_markdown(output.get("content"), 0))

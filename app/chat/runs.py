@@ -3,7 +3,7 @@ claim (compare-and-set), finish and cancel."""
 
 from __future__ import annotations
 
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -241,7 +241,7 @@ def approved_not_run(row: Message | None) -> Message | None:
     return row if row is not None and _approved_not_run(row.meta) else None
 
 
-def _approved_not_run(meta: dict | None) -> bool:
+def _approved_not_run(meta: dict[str, Any] | None) -> bool:
     card = (meta or {}).get("card", {})
     return is_confirmation(card) and card.get("executed") is False
 

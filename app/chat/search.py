@@ -150,7 +150,7 @@ def searchable_text(kind: str, content: str, meta: dict[str, Any]) -> str:
     return "\n".join(kept)[:MAX_INDEXED_CHARS]
 
 
-def _card_text(card: dict) -> Iterator[str]:
+def _card_text(card: dict[str, Any]) -> Iterator[str]:
     yield str(card.get("title") or "")
     yield str(card.get("reason") or "")
     try:
@@ -162,7 +162,7 @@ def _card_text(card: dict) -> Iterator[str]:
         yield from (str(label) for label in step.get("answers") or [])
 
 
-def _output_text(output: dict) -> Iterator[str]:
+def _output_text(output: dict[str, Any]) -> Iterator[str]:
     yield str(output.get("title") or "")
     if output.get("kind") == OutputKind.IMAGE:
         return  # an image row shows its title and the picture, nothing else

@@ -11,6 +11,7 @@ import random
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
@@ -32,8 +33,8 @@ class Reclaimed:
     run_id: int
     conversation_id: int
     user_id: int
-    row: dict
-    conversation: dict
+    row: dict[str, Any]
+    conversation: dict[str, Any]
 
 
 def _stale_before(stale_seconds: float):

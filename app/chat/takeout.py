@@ -162,7 +162,7 @@ def _owned(session: Session, model, user_id: int) -> Iterable[Any]:
     return session.scalars(select(model).where(model.user_id == user_id).order_by(model.id))
 
 
-def _record(item: Any, skip: tuple[str, ...] = ()) -> dict:
+def _record(item: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     values = {}
     for column in item.__table__.columns:
         if column.key in skip:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import bindparam, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, SessionTransaction
 
 from app.accounts.models import User
 from app.billing.quota import CREDITS_USED, allowance_used_up, month_of
@@ -103,7 +103,7 @@ def lock_for_turn(session: Session, conversation_id: int, user_id: int) -> TurnL
     check (app.web.access) and the turn share it."""
     held = session.info.get(_TURN_LOCK)
     if (
-        held is not None
+        isinstance(held, TurnLock)
         and held.transaction is _innermost_transaction(session)
         and held.conversation.id == conversation_id
         and held.conversation.user_id == user_id
@@ -120,11 +120,11 @@ def lock_for_turn(session: Session, conversation_id: int, user_id: int) -> TurnL
     return held
 
 
-def _innermost_transaction(session: Session):
+def _innermost_transaction(session: Session) -> SessionTransaction | None:
     return session.get_nested_transaction() or session.get_transaction()
 
 
-def _refuse_if_busy(session: Session, conversation) -> None:
+def _refuse_if_busy(session: Session, conversation: Conversation) -> None:
     """409 while a run is in flight in the conversation. Its row names the active run
     (set and cleared in the transactions that start and end runs); the runs are read only
     when it names one, so a pointer left behind never refuses a turn. The unique index on
@@ -137,7 +137,7 @@ def _refuse_if_busy(session: Session, conversation) -> None:
         )
 
 
-def _locked_idle(session: Session, conversation_id: int, user_id: int):
+def _locked_idle(session: Session, conversation_id: int, user_id: int) -> Conversation:
     """The person's conversation, locked, with no run in flight (404 / 409 otherwise)."""
     conversation = lock_conversation(session, conversation_id)
     if conversation is None or conversation.user_id != user_id:
@@ -146,7 +146,9 @@ def _locked_idle(session: Session, conversation_id: int, user_id: int):
     return conversation
 
 
-def _locked(session: Session, settings: Settings, conversation_id: int, user_id: int):
+def _locked(
+    session: Session, settings: Settings, conversation_id: int, user_id: int
+) -> Conversation:
     """The conversation, locked, once every check that refuses a turn has passed (404,
     409, then the person's limits); nothing is written before this returns."""
     locked = lock_for_turn(session, conversation_id, user_id)
@@ -166,13 +168,13 @@ def _check_person_limits(
         in_flight = session.scalar(_RUNS_IN_FLIGHT, {"user_id": user_id})
     else:
         month = month_of()
-        in_flight, used = session.execute(
+        in_flight, used = session.execute(  # (a count: never NULL)
             _RUNS_IN_FLIGHT_AND_CREDITS_USED, {"user_id": user_id, "month": month}
         ).one()
         problem = allowance_used_up(allowance, int(used or 0), month)
         if problem:
             raise TurnRejected(402, ErrorCode.QUOTA_EXCEEDED, problem)
-    if in_flight >= settings.max_concurrent_runs:
+    if (in_flight or 0) >= settings.max_concurrent_runs:
         raise TurnRejected(
             429,
             ErrorCode.TOO_MANY_RUNS,
@@ -183,17 +185,23 @@ def _check_person_limits(
         )
 
 
-def _tool_result_row(session, conversation_id: int, card: dict, result: dict) -> Message:
+def _tool_result_row(
+    session: Session, conversation_id: int, card: dict[str, Any], result: dict[str, Any]
+) -> Message:
     return insert_tool_result(session, conversation_id, card["toolUseId"], card["tool"], result)
 
 
-def _close_card(session: Session, card_row: Message, status: CardStatus, answer: dict) -> None:
+def _close_card(
+    session: Session, card_row: Message, status: CardStatus, answer: dict[str, Any]
+) -> None:
     card = {**card_row.meta["card"], "status": status, "answer": answer}
     card_row.meta = {**card_row.meta, "card": card, "awaiting": None}
     index_row(session, card_row)  # the answer is searchable too
 
 
-def _start(session: Session, conversation, trigger: str, rows: list[Message]) -> StartedTurn:
+def _start(
+    session: Session, conversation: Conversation, trigger: str, rows: list[Message]
+) -> StartedTurn:
     try:
         run = start_run(session, conversation, trigger)
     except RunConflict as error:
@@ -209,7 +217,7 @@ def submit_message(
     conversation_id: int,
     user_id: int,
     text: str,
-    untrusted: list[dict] | None = None,
+    untrusted: list[dict[str, Any]] | None = None,
 ) -> StartedTurn:
     """A new message. A card still waiting is dismissed with the message, so the
     conversation never deadlocks on an unanswered question. `untrusted`: the untrusted
@@ -229,7 +237,9 @@ def submit_message(
     return _start(session, conversation, "message", rows)
 
 
-def _close_waiting(session: Session, conversation_id: int, dismissal: dict) -> list[Message]:
+def _close_waiting(
+    session: Session, conversation_id: int, dismissal: dict[str, Any]
+) -> list[Message]:
     """Close what waits at the shown branch's end before the conversation moves on: a card
     still waiting is dismissed (`dismissal` is its tool result), an approved confirmation
     its run never carried out is closed as not run. Returns the card row it changed."""
@@ -269,17 +279,25 @@ def _latest_card_to_close(session: Session, conversation_id: int) -> Message | N
     """The latest card row when it still waits or was approved and not carried out."""
     latest = session.execute(_LATEST_CARD_META, {"conversation_id": conversation_id}).first()
     # `waiting` and `approved_not_run` read only `.meta`, which the result row has.
-    if latest is None or (waiting(latest) is None and approved_not_run(latest) is None):
+    as_row = cast(Message, latest)
+    if latest is None or (waiting(as_row) is None and approved_not_run(as_row) is None):
         return None
     return session.get(Message, latest.id)
 
 
-def _user_row(session, conversation_id: int, text: str, note: str, files, untrusted) -> Message:
+def _user_row(
+    session: Session,
+    conversation_id: int,
+    text: str,
+    note: str,
+    files: list[dict[str, Any]],
+    untrusted: list[dict[str, Any]] | None,
+) -> Message:
     """`files`: the attachments the message went with, shown on its row. `untrusted`: what
     the text was written from, when not the person (it taints the conversation, and its
     addresses do not count as typed: app/chat/taint.py)."""
     model_text = f"{text}\n\n{note}" if note else text
-    meta: dict = {"blocks": [{"type": "text", "text": model_text}]}
+    meta: dict[str, Any] = {"blocks": [{"type": "text", "text": model_text}]}
     if files:
         meta["files"] = files
     if untrusted:
@@ -304,7 +322,7 @@ def _row_or_404(tree: Tree, sequence: int, *kinds: str) -> Message:
     return row
 
 
-def _move_to(session: Session, conversation, tree: Tree, leaf: int | None) -> bool:
+def _move_to(session: Session, conversation: Conversation, tree: Tree, leaf: int | None) -> bool:
     """Show the branch ending at `leaf`, closing what waits on the branch left first.
     False when that branch is already the one shown."""
     if leaf == current_leaf(session, conversation):
@@ -338,7 +356,7 @@ def submit_edit(
     user_id: int,
     sequence: int,
     text: str,
-    untrusted: list[dict] | None = None,
+    untrusted: list[dict[str, Any]] | None = None,
 ) -> StartedTurn:
     """A new version of one of the person's messages, beside the old one, answered anew
     (`untrusted` as for `submit_message`)."""
@@ -347,12 +365,12 @@ def submit_edit(
     original = _row_or_404(tree, sequence, "user")
     fork = original.parent_sequence
     dismissal = tree.rows.get(fork) if fork is not None else None
-    if _dismissed_by(dismissal, original.content):
+    if dismissal is not None and _dismissed_by(dismissal, original.content):
         # The message dismissed a card (its tool result quotes it): the new version
         # dismisses that card with its own words, on a branch of its own.
         fork = dismissal.parent_sequence
     _move_to(session, conversation, tree, fork)
-    if fork != original.parent_sequence:
+    if fork is not None and fork != original.parent_sequence:
         card_row = tree.rows[fork]
         card = card_row.meta.get("card", {})
         _tool_result_row(session, conversation.id, card, {"dismissed": True, "user_message": text})
@@ -448,7 +466,9 @@ DECLINED = (
 )
 
 
-def _answer_confirmation(session, conversation, card_row: Message, result: dict) -> StartedTurn:
+def _answer_confirmation(
+    session: Session, conversation: Conversation, card_row: Message, result: dict[str, Any]
+) -> StartedTurn:
     """Approval runs the held call in the resumed run (bound to the card's exact
     arguments, once); declining tells the model at once."""
     approved = result.get("approved")
@@ -471,7 +491,12 @@ def _answer_confirmation(session, conversation, card_row: Message, result: dict)
 
 
 def _check_answer(
-    session, services: RunServices, conversation_id: int, user_id: int, card: dict, result: dict
+    session: Session,
+    services: RunServices,
+    conversation_id: int,
+    user_id: int,
+    card: dict[str, Any],
+    result: dict[str, Any],
 ) -> str | None:
     tool = services.tools.get(card["tool"])
     if tool is None or tool.check_response is None:
