@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from app.agents.catalog import load_agents
-from app.chat import taint
 from app.tools.build import build_registry
 from app.tools.registry import Tool
 
@@ -22,7 +21,7 @@ def _flags(tool: Tool) -> dict[str, bool]:
         "needs_approval_when_tainted": tool.needs_approval_when_tainted,
         "untrusted": tool.untrusted,
         "billable": tool.billable,
-        "fetches_url": tool.name in taint.URL_TOOLS,
+        "fetches_url": tool.fetches_url,
         "needs_approval_for": tool.needs_approval_for is not None,
         "held_details": tool.held_details is not None,
         "check_response": tool.check_response is not None,
