@@ -43,7 +43,7 @@ class CampaignInput(ToolInput):
     input=CampaignInput,
     label="Saved a campaign",
 )
-def start_campaign(ctx: ToolContext, args: CampaignInput) -> dict:
+def start_campaign(ctx: ToolContext, args: CampaignInput) -> dict[str, Any]:
     offer = ctx.owned(Offer, args.offer_id, "offer")
     name = clean_text(args.name, "campaign's name")
     briefing = args.briefing

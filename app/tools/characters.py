@@ -66,7 +66,7 @@ class CastInput(ToolInput):
     input=CharacterInput,
     label="Saved a character",
 )
-def save_character(ctx: ToolContext, args: CharacterInput) -> dict:
+def save_character(ctx: ToolContext, args: CharacterInput) -> dict[str, Any]:
     name = clean_text(args.name, "character's name")
     persona = None
     if args.persona_id is not None:
@@ -99,7 +99,7 @@ def save_character(ctx: ToolContext, args: CharacterInput) -> dict:
     input=LinkInput,
     label="Linked a character to a persona",
 )
-def link_character_persona(ctx: ToolContext, args: LinkInput) -> dict:
+def link_character_persona(ctx: ToolContext, args: LinkInput) -> dict[str, Any]:
     character = ctx.owned(Character, args.character_id, "character")
     persona = ctx.owned(Persona, args.persona_id, "persona")
     previous = character.persona_id
@@ -151,7 +151,7 @@ APPROVED_CAST = {
 }
 
 
-def save_cast(ctx: ToolContext, arguments: dict) -> dict:
+def save_cast(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
     """The approved cast, saved in one go, linked to the persona."""
     errors = sorted(Draft202012Validator(APPROVED_CAST).iter_errors(arguments), key=str)
     if errors:

@@ -78,7 +78,7 @@ def asset_url(asset_id: int) -> str:
     input=NoInput,
     label="Looked up your offers",
 )
-def list_offers(ctx: ToolContext, args: NoInput) -> dict:
+def list_offers(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     offers = ctx.session.scalars(
         select(Offer).where(Offer.user_id == ctx.user_id).order_by(Offer.id).limit(MAX_LISTED)
     ).all()
@@ -106,7 +106,7 @@ def list_offers(ctx: ToolContext, args: NoInput) -> dict:
     input=OfferInput,
     label="Read an offer",
 )
-def get_offer(ctx: ToolContext, args: OfferInput) -> dict:
+def get_offer(ctx: ToolContext, args: OfferInput) -> dict[str, Any]:
     offer = ctx.owned(Offer, args.offer_id, "offer")
     personas = ctx.session.execute(
         select(Persona.id, Persona.name)
@@ -139,7 +139,7 @@ def get_offer(ctx: ToolContext, args: OfferInput) -> dict:
     input=PersonasInput,
     label="Looked up your personas",
 )
-def list_personas(ctx: ToolContext, args: PersonasInput) -> dict:
+def list_personas(ctx: ToolContext, args: PersonasInput) -> dict[str, Any]:
     query = select(Persona).where(Persona.user_id == ctx.user_id)
     if args.offer_id is not None:
         offer = ctx.owned(Offer, args.offer_id, "offer")
@@ -166,7 +166,7 @@ def list_personas(ctx: ToolContext, args: PersonasInput) -> dict:
     input=PersonaInput,
     label="Read a persona",
 )
-def get_persona(ctx: ToolContext, args: PersonaInput) -> dict:
+def get_persona(ctx: ToolContext, args: PersonaInput) -> dict[str, Any]:
     persona = ctx.owned(Persona, args.persona_id, "persona")
     offer_name = None
     if persona.offer_id is not None:
@@ -199,7 +199,7 @@ def get_persona(ctx: ToolContext, args: PersonaInput) -> dict:
     input=AssetsInput,
     label="Looked up your images and videos",
 )
-def list_visual_assets(ctx: ToolContext, args: AssetsInput) -> dict:
+def list_visual_assets(ctx: ToolContext, args: AssetsInput) -> dict[str, Any]:
     query = select(
         VisualAsset.id,
         VisualAsset.title,
@@ -228,7 +228,7 @@ def list_visual_assets(ctx: ToolContext, args: AssetsInput) -> dict:
     }
 
 
-def _output_summary(output: Output) -> dict:
+def _output_summary(output: Output) -> dict[str, Any]:
     return {
         "id": output.id,
         "agent": output.agent,
@@ -249,7 +249,7 @@ def _output_summary(output: Output) -> dict:
     input=NoInput,
     label="Looked up this chat's results",
 )
-def get_chat_outputs(ctx: ToolContext, args: NoInput) -> dict:
+def get_chat_outputs(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     outputs = ctx.session.scalars(
         select(Output)
         .where(Output.user_id == ctx.user_id, Output.conversation_id == ctx.conversation_id)
@@ -271,7 +271,7 @@ def get_chat_outputs(ctx: ToolContext, args: NoInput) -> dict:
     input=OfferInput,
     label="Looked up an offer's saved results",
 )
-def list_offer_outputs(ctx: ToolContext, args: OfferInput) -> dict:
+def list_offer_outputs(ctx: ToolContext, args: OfferInput) -> dict[str, Any]:
     offer = ctx.owned(Offer, args.offer_id, "offer")
     outputs = ctx.session.scalars(
         select(Output)
@@ -304,7 +304,7 @@ def list_offer_outputs(ctx: ToolContext, args: OfferInput) -> dict:
     input=OutputInput,
     label="Read a saved result",
 )
-def get_output(ctx: ToolContext, args: OutputInput) -> dict:
+def get_output(ctx: ToolContext, args: OutputInput) -> dict[str, Any]:
     output = ctx.saw(ctx.owned(Output, args.output_id, "output"))
     return {**_output_summary(output), "content": output.content}
 
@@ -337,7 +337,7 @@ def _briefing_summary(briefing: dict[str, Any]) -> dict[str, Any]:
     input=CampaignInput,
     label="Checked a campaign",
 )
-def get_campaign_status(ctx: ToolContext, args: CampaignInput) -> dict:
+def get_campaign_status(ctx: ToolContext, args: CampaignInput) -> dict[str, Any]:
     campaign = ctx.saw(ctx.owned(Campaign, args.campaign_id, "campaign"))
     return {
         "id": campaign.id,
@@ -361,7 +361,7 @@ def get_campaign_status(ctx: ToolContext, args: CampaignInput) -> dict:
     input=NoInput,
     label="Looked up the image styles",
 )
-def list_image_presets(ctx: ToolContext, args: NoInput) -> dict:
+def list_image_presets(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     presets = available_presets(ctx)
     return {
         "presets": [
@@ -401,7 +401,7 @@ def available_presets(ctx: ToolContext) -> list[ImagePreset]:
     input=NoInput,
     label="Checked what can be generated",
 )
-def list_generation_models(ctx: ToolContext, args: NoInput) -> dict:
+def list_generation_models(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     from urllib.parse import urlsplit
 
     settings = ctx.settings

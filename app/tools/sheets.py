@@ -3,6 +3,7 @@ or a brand) and a storyboard for a short video ad, each saved as an output."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field
@@ -139,7 +140,11 @@ def generate_element_sheet(ctx: ToolContext, args: ElementSheetInput) -> ToolRes
     focus = (args.focus or "").strip()
     if focus:
         parts.append(section("Focus", focus))
-    subject = f"the character {character.name}" if character else f"the offer {offer.name}"
+    if character is not None:
+        subject = f"the character {character.name}"
+    else:
+        assert offer is not None  # no character_id, so an offer_id (checked above)
+        subject = f"the offer {offer.name}"
     parts.append(f"Write the element sheet for {subject}. Answer with the JSON object only.")
     output = fast_output(
         ctx, "Element sheet", tool_prompt("element-sheet"), "\n\n".join(parts), ELEMENT_SHEET_SCHEMA
@@ -204,7 +209,7 @@ def create_storyboard(ctx: ToolContext, args: StoryboardInput) -> ToolResult:
     parts = [section("Offer and brand", offer_facts(offer))]
     if persona is not None:
         parts.append(section("Audience persona", persona_facts(persona)))
-    characters = []
+    characters: Sequence[Any] = []
     if persona is not None:
         characters = ctx.session.execute(
             select(Character.name, Character.description)

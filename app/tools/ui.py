@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from app.tools.context import ToolContext
 from app.tools.questionnaire import MAX_OPTIONS, card, check_card_answer, option, step
 from app.tools.read import asset_url, available_presets
-from app.tools.registry import UI, ToolInput, ToolRegistry
+from app.tools.registry import UI, ResponseCheck, ToolInput, ToolRegistry
 from app.tools.results import Pause, ToolFailure
 from app.workspace.models import Character, Offer, Persona, VisualAsset
 
@@ -67,10 +67,10 @@ def _title(args: PromptInput | PersonaChoiceInput, default: str) -> str:
     return (args.prompt or "").strip() or default
 
 
-def _owned_answer(model: type, key: str, label: str):
+def _owned_answer(model: type[Any], key: str, label: str) -> ResponseCheck:
     """A check that the answer's id is one of the person's (it may be newer than the card)."""
 
-    def check(ctx: ToolContext, card_spec: dict, result: Any) -> str | None:
+    def check(ctx: ToolContext, card_spec: dict[str, Any], result: Any) -> str | None:
         if not isinstance(result, dict) or key not in result:
             return f"The answer must include {key!r}."
         try:
@@ -82,7 +82,7 @@ def _owned_answer(model: type, key: str, label: str):
     return check
 
 
-def check_briefing_answer(ctx: ToolContext, card_spec: dict, result: Any) -> str | None:
+def check_briefing_answer(ctx: ToolContext, card_spec: dict[str, Any], result: Any) -> str | None:
     error = check_card_answer(ctx, card_spec, result)
     if error:
         return error
@@ -96,7 +96,7 @@ def check_briefing_answer(ctx: ToolContext, card_spec: dict, result: Any) -> str
 # --- option sources --------------------------------------------------------------------
 
 
-def offer_options(ctx: ToolContext, only_offer: int | None = None) -> list[dict]:
+def offer_options(ctx: ToolContext, only_offer: int | None = None) -> list[dict[str, Any]]:
     query = select(Offer).where(Offer.user_id == ctx.user_id)
     if only_offer is not None:
         query = query.where(Offer.id == only_offer)
@@ -120,7 +120,7 @@ def offer_options(ctx: ToolContext, only_offer: int | None = None) -> list[dict]
     ]
 
 
-def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict]:
+def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict[str, Any]]:
     query = select(Persona).where(Persona.user_id == ctx.user_id)
     if offer_id is not None:
         query = query.where(Persona.offer_id == offer_id)
@@ -128,8 +128,9 @@ def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict]
     offer_names = dict(
         ctx.session.execute(select(Offer.id, Offer.name).where(Offer.user_id == ctx.user_id)).all()
     )
-    portraits = dict(
-        ctx.session.execute(
+    portraits = {
+        persona_id: asset_id
+        for persona_id, asset_id in ctx.session.execute(
             select(Character.persona_id, func.min(Character.portrait_asset_id))
             .where(
                 Character.user_id == ctx.user_id,
@@ -138,14 +139,17 @@ def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict]
             )
             .group_by(Character.persona_id)
         ).all()
-    )
+        if persona_id is not None and asset_id is not None
+    }
     return [
         option(
             persona.id,
             persona.name,
             _short(persona.description),
             thumbnail=asset_url(portraits[persona.id]) if persona.id in portraits else None,
-            badge=offer_names.get(persona.offer_id) if offer_id is None else None,
+            badge=offer_names.get(persona.offer_id)
+            if offer_id is None and persona.offer_id is not None
+            else None,
         )
         for persona in personas
     ]

@@ -56,7 +56,7 @@ def _writes_phase(args: dict[str, Any]) -> bool:
     needs_approval_for=_writes_phase,
     label="Switched the chat's phase",
 )
-def set_phase(ctx: ToolContext, args: PhaseInput) -> dict:
+def set_phase(ctx: ToolContext, args: PhaseInput) -> dict[str, Any]:
     if ctx.switch_phase is None:
         raise ToolFailure("This conversation has no phase to switch.")
     ctx.switch_phase(args.phase)
@@ -99,7 +99,7 @@ def _memory_card(args: dict[str, Any]) -> dict[str, Any]:
     held_details=_memory_card,
     label="Updated your memory",
 )
-def remember(ctx: ToolContext, args: RememberInput) -> dict:
+def remember(ctx: ToolContext, args: RememberInput) -> dict[str, Any]:
     if ctx.tainted:
         return _remember_exactly(ctx, args.instruction)
     try:
@@ -117,7 +117,7 @@ def remember(ctx: ToolContext, args: RememberInput) -> dict:
     return {"remembered_facts": outcome.facts, "changes": outcome.changes}
 
 
-def _remember_exactly(ctx: ToolContext, instruction: str) -> dict:
+def _remember_exactly(ctx: ToolContext, instruction: str) -> dict[str, Any]:
     """The approved card's facts, as shown, marked as from untrusted content."""
     operations = exact_memory_operations(instruction)
     if not operations:
