@@ -207,3 +207,14 @@ def test_argument_free_tools_reject_arguments(ws):
     assert fetch.validation_error({})
     assert fetch.validation_error({"url": ""})
     assert fetch.validation_error({"url": 5})
+
+
+def test_arguments_the_input_model_refuses_are_an_error_for_the_model(ws):
+    """What reaches `invoke` unchecked (the loop checks the schema first) and does not fit
+    the tool's input model is answered like any invalid input, not as a crash."""
+    from app.tools.invoke import invoke
+
+    ws.session.commit()
+    result = invoke(ws.services.tools.get("get_offer"), ws.ctx, {"offer_id": "seven"})
+    assert result.is_error
+    assert result.content.startswith("Invalid input for get_offer at offer_id: ")

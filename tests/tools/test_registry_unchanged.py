@@ -61,3 +61,13 @@ def test_every_tool_is_sent_to_the_model_as_before():
         assert _property_order(after["input_schema"]) == _property_order(before["input_schema"]), (
             before["name"]
         )
+
+
+def test_an_invalid_input_is_answered_as_before():
+    registry = build_registry(load_agents())
+    assert registry.get("get_offer").checked_input({}).problem == (
+        "Invalid input for get_offer at input: 'offer_id' is a required property"
+    )
+    assert registry.get("set_phase").checked_input({"phase": "done"}).problem == (
+        "Invalid input for set_phase at phase: 'done' is not one of ['discovery', 'build']"
+    )
