@@ -30,7 +30,6 @@ from app.tools.registry import Tool, ToolRegistry
 from app.tools.results import Pause, confirmation
 from app.tools.urls import normal_url, url_view
 
-URL_TOOLS = {"fetch_url"}
 # Read in the transaction that claims every run, so built once. Only the small parts of
 # each result row (never the page text itself), and of the person's messages the sources
 # a starter's text carried.
@@ -105,7 +104,7 @@ def held_for_approval(tool: Tool, arguments: dict[str, Any], typed: set[str]) ->
         if tool.held_details is not None:
             pause.card.update(tool.held_details(arguments))
         return pause
-    if tool.name in URL_TOOLS:
+    if tool.fetches_url:
         url = str(arguments.get("url", ""))
         if normal_url(url) not in typed:
             reason = f"{REASON} You did not type this exact address yourself."

@@ -6,36 +6,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from app.agents.catalog import AgentCatalog, AgentDefinition
 from app.agents.outputs import AgentFailed, fast_structured_output, save_output
 from app.agents.runner import AgentBrief, run_agent
 from app.kinds import RowKind
 from app.tools.context import ToolContext
-from app.tools.registry import Tool
+from app.tools.registry import AGENT, Tool, ToolInput, tool
 from app.tools.results import ToolFailure, ToolResult
 from app.workspace.models import Offer, Output, Persona
 
-AGENT_INPUT = {
-    "type": "object",
-    "properties": {
-        "instructions": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 8000,
-            "description": "What to write, for whom, and anything to keep or change.",
-        },
-        "offer_id": {"type": "integer", "description": "The offer this is for."},
-        "persona_id": {"type": "integer", "description": "The persona to write for."},
-        "reference_output_ids": {
-            "type": "array",
-            "items": {"type": "integer"},
-            "maxItems": 5,
-            "description": "Saved outputs (from any offer) to adapt or stay consistent with.",
-        },
-    },
-    "required": ["instructions"],
-    "additionalProperties": False,
-}
+
+class AgentInput(ToolInput):
+    """What every agent tool takes: the host's request and the ids it is about."""
+
+    instructions: str = Field(
+        min_length=1,
+        max_length=8000,
+        description="What to write, for whom, and anything to keep or change.",
+    )
+    offer_id: int | None = Field(None, description="The offer this is for.")
+    persona_id: int | None = Field(None, description="The persona to write for.")
+    reference_output_ids: list[int] | None = Field(
+        None,
+        max_length=5,
+        description="Saved outputs (from any offer) to adapt or stay consistent with.",
+    )
 
 
 def output_result(
@@ -88,21 +85,21 @@ def fast_output(
         raise ToolFailure(str(failed)) from failed
 
 
-def _brief(ctx: ToolContext, args: dict[str, Any]) -> AgentBrief:
+def _brief(ctx: ToolContext, args: AgentInput) -> AgentBrief:
     """The host's request with its ids checked to be the caller's."""
     offer = persona = None
-    if args.get("offer_id") is not None:
-        offer = ctx.owned(Offer, args["offer_id"], "offer")
-    if args.get("persona_id") is not None:
-        persona = ctx.owned(Persona, args["persona_id"], "persona")
+    if args.offer_id is not None:
+        offer = ctx.owned(Offer, args.offer_id, "offer")
+    if args.persona_id is not None:
+        persona = ctx.owned(Persona, args.persona_id, "persona")
     references = [
         ctx.saw(ctx.owned(Output, output_id, "output"))
-        for output_id in args.get("reference_output_ids") or []
+        for output_id in args.reference_output_ids or []
     ]
-    return AgentBrief(args["instructions"], offer, persona, references)
+    return AgentBrief(args.instructions, offer, persona, references)
 
 
-def run_agent_tool(ctx: ToolContext, agent: AgentDefinition, args: dict[str, Any]) -> ToolResult:
+def run_agent_tool(ctx: ToolContext, agent: AgentDefinition, args: AgentInput) -> ToolResult:
     brief = _brief(ctx, args)
     try:
         output = run_agent(
@@ -119,15 +116,13 @@ def run_agent_tool(ctx: ToolContext, agent: AgentDefinition, args: dict[str, Any
 
 
 def _agent_tool(agent: AgentDefinition) -> Tool:
-    return Tool(
+    # An agent saves what it writes as an output: held in a tainted conversation.
+    return tool(
         name=agent.tool_name,
         description=agent.description,
-        input_schema=AGENT_INPUT,
-        category="agent",
+        category=AGENT,
+        input=AgentInput,
         handler=lambda ctx, args: run_agent_tool(ctx, agent, args),
-        # An agent saves what it writes as an output: held in a tainted conversation.
-        needs_approval_when_tainted=True,
-        billable=True,
         note=f"{agent.tool_name}: {agent.description}",
         label=agent.step_label,
     )

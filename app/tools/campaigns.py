@@ -4,11 +4,14 @@ when the person said to go ahead; Loopdesk buys and publishes nothing itself).""
 from __future__ import annotations
 
 import json
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, WithJsonSchema
 
 from app.tools.context import ToolContext
-from app.tools.registry import ToolRegistry, action_tool
+from app.tools.registry import ACTION, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure
-from app.tools.workspace_facts import OFFER_ID, clean_text
+from app.tools.workspace_facts import OfferId, clean_text
 from app.workspace.models import Campaign, Offer
 
 REGISTRY = ToolRegistry()
@@ -16,37 +19,39 @@ REGISTRY = ToolRegistry()
 MAX_BRIEFING_CHARS = 20_000
 
 
-@action_tool(
-    REGISTRY,
-    "start_campaign",
-    "Save a campaign for an offer from its briefing (goal, audience, channels, budget, "
-    'timing, notes, as collected with collect_campaign_briefing). status "draft" '
-    '(the default) keeps it for review; "started" records that the person has said to go '
-    "ahead. Loopdesk does not buy ads or publish anything itself. Returns the campaign_id "
-    "(get_campaign_status reports it).",
-    "start_campaign: save a campaign (draft or started) from a briefing.",
-    properties={
-        "offer_id": OFFER_ID,
-        "name": {"type": "string", "minLength": 1, "maxLength": 200},
-        "briefing": {
-            "type": "object",
-            "maxProperties": 40,
-            "description": "The briefing's answers, e.g. goal, audience, channels, budget.",
-        },
-        "status": {"type": "string", "enum": ["draft", "started"]},
-    },
-    required=("offer_id", "name", "briefing"),
+class CampaignInput(ToolInput):
+    offer_id: OfferId
+    name: str = Field(min_length=1, max_length=200)
+    # Any answers, at most 40 (a bound pydantic has no keyword for).
+    briefing: Annotated[dict[str, Any], WithJsonSchema({"type": "object", "maxProperties": 40})] = (
+        Field(description="The briefing's answers, e.g. goal, audience, channels, budget.")
+    )
+    status: Literal["draft", "started"] | None = None
+
+
+@REGISTRY.tool(
+    name="start_campaign",
+    description=(
+        "Save a campaign for an offer from its briefing (goal, audience, channels, budget, timing, "
+        'notes, as collected with collect_campaign_briefing). status "draft" (the default) keeps '
+        'it for review; "started" records that the person has said to go ahead. Loopdesk does not '
+        "buy ads or publish anything itself. Returns the campaign_id (get_campaign_status reports "
+        "it)."
+    ),
+    note="start_campaign: save a campaign (draft or started) from a briefing.",
+    category=ACTION,
+    input=CampaignInput,
     label="Saved a campaign",
 )
-def start_campaign(ctx: ToolContext, args: dict) -> dict:
-    offer = ctx.owned(Offer, args["offer_id"], "offer")
-    name = clean_text(args["name"], "campaign's name")
-    briefing = args["briefing"]
+def start_campaign(ctx: ToolContext, args: CampaignInput) -> dict[str, Any]:
+    offer = ctx.owned(Offer, args.offer_id, "offer")
+    name = clean_text(args.name, "campaign's name")
+    briefing = args.briefing
     if len(json.dumps(briefing, ensure_ascii=False)) > MAX_BRIEFING_CHARS:
         raise ToolFailure(
             f"The briefing is too long (at most {MAX_BRIEFING_CHARS:,} characters as JSON)."
         )
-    status = args.get("status", "draft")
+    status = args.status or "draft"
     campaign = Campaign(
         user_id=ctx.user_id, offer_id=offer.id, name=name, status=status, briefing=briefing
     )

@@ -6,17 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from pydantic import Field
 from sqlalchemy import select
 
 from app.tools.agent import fast_output
 from app.tools.context import ToolContext
-from app.tools.registry import ToolRegistry, action_tool
+from app.tools.registry import ACTION, ToolInput, ToolRegistry
 from app.tools.results import Pause, ToolFailure, confirmation
 from app.tools.tool_prompts import tool_prompt
 from app.tools.workspace_facts import (
-    CHARACTER_ID,
-    OFFER_ID,
-    PERSONA_ID,
+    CharacterId,
+    OfferId,
+    PersonaId,
     clean_text,
     offer_facts,
     persona_facts,
@@ -30,36 +31,51 @@ REGISTRY = ToolRegistry()
 DEFAULT_CAST = 3
 
 
-@action_tool(
-    REGISTRY,
-    "save_character",
-    "Save one character (a recurring person for ads and visuals: a customer, a founder, a "
-    "mascot) to the person's workspace, optionally linked to an audience persona. Use it "
-    "when the person has described or approved a character. Returns the new character_id. "
-    "To propose several characters for the person to approve, use propose_cast_list.",
-    "save_character: save a character (name, description, optional persona).",
-    properties={
-        "name": {"type": "string", "minLength": 1, "maxLength": 120},
-        "description": {
-            "type": "string",
-            "maxLength": 4000,
-            "description": "Who they are and how they look, in a few sentences.",
-        },
-        "persona_id": {**PERSONA_ID, "description": "The persona this character embodies."},
-    },
-    required=("name", "description"),
+class CharacterInput(ToolInput):
+    name: str = Field(min_length=1, max_length=120)
+    description: str = Field(
+        max_length=4000, description="Who they are and how they look, in a few sentences."
+    )
+    persona_id: PersonaId | None = Field(None, description="The persona this character embodies.")
+
+
+class LinkInput(ToolInput):
+    character_id: CharacterId
+    persona_id: PersonaId
+
+
+class CastInput(ToolInput):
+    persona_id: PersonaId
+    offer_id: OfferId
+    count: int | None = Field(None, ge=1, le=6)
+    direction: str | None = Field(
+        None, max_length=1000, description="What the cast should be like, in the person's words."
+    )
+
+
+@REGISTRY.tool(
+    name="save_character",
+    description=(
+        "Save one character (a recurring person for ads and visuals: a customer, a founder, a "
+        "mascot) to the person's workspace, optionally linked to an audience persona. Use it when "
+        "the person has described or approved a character. Returns the new character_id. To "
+        "propose several characters for the person to approve, use propose_cast_list."
+    ),
+    note="save_character: save a character (name, description, optional persona).",
+    category=ACTION,
+    input=CharacterInput,
     label="Saved a character",
 )
-def save_character(ctx: ToolContext, args: dict) -> dict:
-    name = clean_text(args["name"], "character's name")
+def save_character(ctx: ToolContext, args: CharacterInput) -> dict[str, Any]:
+    name = clean_text(args.name, "character's name")
     persona = None
-    if "persona_id" in args:
-        persona = ctx.owned(Persona, args["persona_id"], "persona")
+    if args.persona_id is not None:
+        persona = ctx.owned(Persona, args.persona_id, "persona")
     character = Character(
         user_id=ctx.user_id,
         persona_id=persona.id if persona else None,
         name=name,
-        description=args["description"].strip(),
+        description=args.description.strip(),
     )
     ctx.session.add(character)
     ctx.session.flush()
@@ -72,19 +88,20 @@ def save_character(ctx: ToolContext, args: dict) -> dict:
     }
 
 
-@action_tool(
-    REGISTRY,
-    "link_character_persona",
-    "Link a saved character to an audience persona (replacing any earlier link), so the "
-    "character stands for that persona in ads, portraits and storyboards.",
-    "link_character_persona: link a character to a persona.",
-    properties={"character_id": CHARACTER_ID, "persona_id": PERSONA_ID},
-    required=("character_id", "persona_id"),
+@REGISTRY.tool(
+    name="link_character_persona",
+    description=(
+        "Link a saved character to an audience persona (replacing any earlier link), so the "
+        "character stands for that persona in ads, portraits and storyboards."
+    ),
+    note="link_character_persona: link a character to a persona.",
+    category=ACTION,
+    input=LinkInput,
     label="Linked a character to a persona",
 )
-def link_character_persona(ctx: ToolContext, args: dict) -> dict:
-    character = ctx.owned(Character, args["character_id"], "character")
-    persona = ctx.owned(Persona, args["persona_id"], "persona")
+def link_character_persona(ctx: ToolContext, args: LinkInput) -> dict[str, Any]:
+    character = ctx.owned(Character, args.character_id, "character")
+    persona = ctx.owned(Persona, args.persona_id, "persona")
     previous = character.persona_id
     character.persona_id = persona.id
     ctx.session.flush()
@@ -134,7 +151,7 @@ APPROVED_CAST = {
 }
 
 
-def save_cast(ctx: ToolContext, arguments: dict) -> dict:
+def save_cast(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
     """The approved cast, saved in one go, linked to the persona."""
     errors = sorted(Draft202012Validator(APPROVED_CAST).iter_errors(arguments), key=str)
     if errors:
@@ -164,34 +181,26 @@ def save_cast(ctx: ToolContext, arguments: dict) -> dict:
     }
 
 
-@action_tool(
-    REGISTRY,
-    "propose_cast_list",
-    "Propose a cast of characters (1 to 6, default 3) for one persona and offer: the fast "
-    "model invents names, roles and descriptions, then the person sees them on a "
-    "confirmation card. Nothing is saved unless they allow it; when they do, the "
-    "characters are saved linked to the persona and you get their ids. Give direction "
-    "(tone, ages, setting) when the person has said what they want.",
-    "propose_cast_list: propose characters for a persona; saved only after the person allows.",
-    properties={
-        "persona_id": PERSONA_ID,
-        "offer_id": OFFER_ID,
-        "count": {"type": "integer", "minimum": 1, "maximum": 6},
-        "direction": {
-            "type": "string",
-            "maxLength": 1000,
-            "description": "What the cast should be like, in the person's words.",
-        },
-    },
-    required=("persona_id", "offer_id"),
+@REGISTRY.tool(
+    name="propose_cast_list",
+    description=(
+        "Propose a cast of characters (1 to 6, default 3) for one persona and offer: the fast "
+        "model invents names, roles and descriptions, then the person sees them on a confirmation "
+        "card. Nothing is saved unless they allow it; when they do, the characters are saved "
+        "linked to the persona and you get their ids. Give direction (tone, ages, setting) when "
+        "the person has said what they want."
+    ),
+    note="propose_cast_list: propose characters for a persona; saved only after the person allows.",
+    category=ACTION,
+    input=CastInput,
     billable=True,
     on_approved=save_cast,
     label="Proposed a cast list",
 )
-def propose_cast_list(ctx: ToolContext, args: dict) -> Pause:
-    persona = ctx.owned(Persona, args["persona_id"], "persona")
-    offer = ctx.owned(Offer, args["offer_id"], "offer")
-    count = args.get("count", DEFAULT_CAST)
+def propose_cast_list(ctx: ToolContext, args: CastInput) -> Pause:
+    persona = ctx.owned(Persona, args.persona_id, "persona")
+    offer = ctx.owned(Offer, args.offer_id, "offer")
+    count = args.count or DEFAULT_CAST
     existing = ctx.session.scalars(
         select(Character.name)
         .where(Character.user_id == ctx.user_id, Character.persona_id == persona.id)
@@ -203,8 +212,9 @@ def propose_cast_list(ctx: ToolContext, args: dict) -> Pause:
     ]
     if existing:
         parts.append(section("Characters this persona already has (do not repeat)", existing))
-    if (args.get("direction") or "").strip():
-        parts.append(section("Direction from the person", args["direction"].strip()))
+    direction = (args.direction or "").strip()
+    if direction:
+        parts.append(section("Direction from the person", direction))
     parts.append(f"Propose exactly {count} characters. Answer with the JSON object only.")
     output = fast_output(
         ctx, "Cast list", tool_prompt("cast-list"), "\n\n".join(parts), cast_schema(count)

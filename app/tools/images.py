@@ -6,8 +6,9 @@ failure here."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
 from sqlalchemy import select
 
 from app.kinds import OutputKind, RowKind
@@ -20,24 +21,49 @@ from app.media.providers import (
 )
 from app.tools.context import ToolContext
 from app.tools.read import asset_url
-from app.tools.registry import ToolRegistry, action_tool
+from app.tools.registry import ACTION, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure, ToolResult
-from app.tools.workspace_facts import CHARACTER_ID, OFFER_ID, clean_text, persona_offer
+from app.tools.workspace_facts import CharacterId, OfferId, clean_text, persona_offer
 from app.workspace.images import FALLBACK_COLOURS
 from app.workspace.models import Character, ImagePreset, Offer, Persona, VisualAsset
 
 REGISTRY = ToolRegistry()
 
 LONGEST_SIDE = 1024
-PRESET_ID = {
-    "type": "integer",
-    "description": "An image preset's id (from list_image_presets or configure_image).",
-}
-ASPECT_RATIO = {
-    "type": "string",
-    "pattern": "^[1-9][0-9]?:[1-9][0-9]?$",
-    "description": 'Width:height such as "1:1", "4:5", "9:16" or "16:9".',
-}
+PresetId = Annotated[
+    int, Field(description="An image preset's id (from list_image_presets or configure_image).")
+]
+AspectRatio = Annotated[
+    str,
+    Field(
+        pattern="^[1-9][0-9]?:[1-9][0-9]?$",
+        description='Width:height such as "1:1", "4:5", "9:16" or "16:9".',
+    ),
+]
+
+
+class ImageInput(ToolInput):
+    prompt: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="What the image shows: subject, setting, composition, mood.",
+    )
+    offer_id: OfferId | None = None
+    preset_id: PresetId | None = None
+    aspect_ratio: AspectRatio | None = None
+    title: str | None = Field(None, min_length=1, max_length=200)
+
+
+class PortraitInput(ToolInput):
+    character_id: CharacterId
+    preset_id: PresetId | None = None
+    aspect_ratio: AspectRatio | None = None
+
+
+class VideoInput(ToolInput):
+    prompt: str = Field(min_length=1, max_length=4000)
+    offer_id: OfferId | None = None
+
 
 RATIO = re.compile(r"^([1-9][0-9]?):([1-9][0-9]?)$")
 
@@ -65,9 +91,9 @@ def _preset(ctx: ToolContext, preset_id: Any) -> ImagePreset:
     return preset
 
 
-def _aspect_ratio(args: dict, preset: ImagePreset | None, default: str) -> str:
-    if args.get("aspect_ratio"):
-        return args["aspect_ratio"]
+def _aspect_ratio(asked: str | None, preset: ImagePreset | None, default: str) -> str:
+    if asked:
+        return asked
     if preset is not None and RATIO.match(preset.aspect_ratio or ""):
         return preset.aspect_ratio
     return default
@@ -181,68 +207,55 @@ def _title_from(prompt: str, limit: int = 80) -> str:
     return words[: limit - 3].rsplit(" ", 1)[0].rstrip(" ,.:;") + "..."
 
 
-@action_tool(
-    REGISTRY,
-    "generate_image",
-    "Generate an image from a prompt and save it to the person's visual assets; it is "
-    "shown in the chat. Pass offer_id to use the offer's brand colours and file it under "
-    "the offer, preset_id for a look (list_image_presets or configure_image) and "
-    "aspect_ratio (default: the preset's, else 1:1). Check list_generation_models first: "
-    "without an image model this makes a labelled local draft render, not a photo.",
-    "generate_image: generate and save an image (or a labelled draft render).",
-    properties={
-        "prompt": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 2000,
-            "description": "What the image shows: subject, setting, composition, mood.",
-        },
-        "offer_id": OFFER_ID,
-        "preset_id": PRESET_ID,
-        "aspect_ratio": ASPECT_RATIO,
-        "title": {"type": "string", "minLength": 1, "maxLength": 200},
-    },
-    required=("prompt",),
+@REGISTRY.tool(
+    name="generate_image",
+    description=(
+        "Generate an image from a prompt and save it to the person's visual assets; it is shown in "
+        "the chat. Pass offer_id to use the offer's brand colours and file it under the offer, "
+        "preset_id for a look (list_image_presets or configure_image) and aspect_ratio (default: "
+        "the preset's, else 1:1). Check list_generation_models first: without an image model this "
+        "makes a labelled local draft render, not a photo."
+    ),
+    note="generate_image: generate and save an image (or a labelled draft render).",
+    category=ACTION,
+    input=ImageInput,
     billable=True,
     label="Made an image",
 )
-def generate_image(ctx: ToolContext, args: dict) -> ToolResult:
-    prompt = clean_text(args["prompt"], "image prompt", one_line=False)
-    offer = ctx.owned(Offer, args["offer_id"], "offer") if "offer_id" in args else None
-    preset = _preset(ctx, args["preset_id"]) if "preset_id" in args else None
-    title = " ".join((args.get("title") or "").split()) or _title_from(prompt)
+def generate_image(ctx: ToolContext, args: ImageInput) -> ToolResult:
+    prompt = clean_text(args.prompt, "image prompt", one_line=False)
+    offer = ctx.owned(Offer, args.offer_id, "offer") if args.offer_id is not None else None
+    preset = _preset(ctx, args.preset_id) if args.preset_id is not None else None
+    title = " ".join((args.title or "").split()) or _title_from(prompt)
     _asset, result = make_image(
         ctx,
         prompt=prompt,
         title=title,
         offer=offer,
         preset=preset,
-        aspect_ratio=_aspect_ratio(args, preset, "1:1"),
+        aspect_ratio=_aspect_ratio(args.aspect_ratio, preset, "1:1"),
         meta={"source": "generate_image"},
     )
     return result
 
 
-@action_tool(
-    REGISTRY,
-    "generate_character_portrait",
-    "Generate a portrait of a saved character from their description (in their persona's "
-    "offer colours when linked) and make it the character's portrait; it is saved to the "
-    "visual assets and shown in the chat. preset_id picks a look; the default aspect "
-    "ratio is the preset's, else 4:5.",
-    "generate_character_portrait: generate and set a character's portrait.",
-    properties={
-        "character_id": CHARACTER_ID,
-        "preset_id": PRESET_ID,
-        "aspect_ratio": ASPECT_RATIO,
-    },
-    required=("character_id",),
+@REGISTRY.tool(
+    name="generate_character_portrait",
+    description=(
+        "Generate a portrait of a saved character from their description (in their persona's offer "
+        "colours when linked) and make it the character's portrait; it is saved to the visual "
+        "assets and shown in the chat. preset_id picks a look; the default aspect ratio is the "
+        "preset's, else 4:5."
+    ),
+    note="generate_character_portrait: generate and set a character's portrait.",
+    category=ACTION,
+    input=PortraitInput,
     billable=True,
     label="Made a character portrait",
 )
-def generate_character_portrait(ctx: ToolContext, args: dict) -> ToolResult:
-    character = ctx.owned(Character, args["character_id"], "character")
-    preset = _preset(ctx, args["preset_id"]) if "preset_id" in args else None
+def generate_character_portrait(ctx: ToolContext, args: PortraitInput) -> ToolResult:
+    character = ctx.owned(Character, args.character_id, "character")
+    preset = _preset(ctx, args.preset_id) if args.preset_id is not None else None
     persona = None
     if character.persona_id is not None:
         persona = ctx.session.scalar(
@@ -261,7 +274,7 @@ def generate_character_portrait(ctx: ToolContext, args: dict) -> ToolResult:
         title=f"{character.name}, portrait",
         offer=offer,
         preset=preset,
-        aspect_ratio=_aspect_ratio(args, preset, "4:5"),
+        aspect_ratio=_aspect_ratio(args.aspect_ratio, preset, "4:5"),
         meta={"source": "generate_character_portrait", "character_id": character.id},
     )
     previous = character.portrait_asset_id
@@ -284,24 +297,22 @@ VIDEO_NOT_SET_UP = (
 )
 
 
-@action_tool(
-    REGISTRY,
-    "generate_video",
-    "Generate a short video from a prompt. Check list_generation_models first: when no "
-    "video provider is configured this makes nothing and says so; offer a storyboard "
-    "(create_storyboard) or still images instead.",
-    "generate_video: generate a video (only where a video provider is set up).",
-    properties={
-        "prompt": {"type": "string", "minLength": 1, "maxLength": 4000},
-        "offer_id": OFFER_ID,
-    },
-    required=("prompt",),
+@REGISTRY.tool(
+    name="generate_video",
+    description=(
+        "Generate a short video from a prompt. Check list_generation_models first: when no video "
+        "provider is configured this makes nothing and says so; offer a storyboard "
+        "(create_storyboard) or still images instead."
+    ),
+    note="generate_video: generate a video (only where a video provider is set up).",
+    category=ACTION,
+    input=VideoInput,
     billable=True,
     label="Made a video",
 )
-def generate_video(ctx: ToolContext, args: dict) -> str:
-    if "offer_id" in args:
-        ctx.owned(Offer, args["offer_id"], "offer")
+def generate_video(ctx: ToolContext, args: VideoInput) -> str:
+    if args.offer_id is not None:
+        ctx.owned(Offer, args.offer_id, "offer")
     if not ctx.settings.video_provider_url:
         return VIDEO_NOT_SET_UP
     return (

@@ -7,6 +7,8 @@ import logging
 import uuid
 from typing import Any
 
+from pydantic import ValidationError
+
 from app.llm.errors import (
     ModelError,
     StreamAborted,
@@ -34,12 +36,21 @@ def invoke(
         # fetch, a model call) and must not hold a transaction, nor SQLite's write lock,
         # across it (see app/tools/registry.py). The caller commits before calling.
         raise RuntimeError(f"{tool.name} was called with a transaction open")
-    handler = (tool.on_approved or tool.handler) if approved else tool.handler
     secrets = [context.settings.anthropic_api_key]
     try:
-        outcome = handler(context, arguments)
+        if approved and tool.on_approved is not None:
+            outcome = tool.on_approved(context, arguments)
+        else:
+            outcome = tool.handler(context, tool.typed(arguments))
     except (StreamCancelled, StreamAborted):
         raise  # the run is ending: not the tool's failure
+    except ValidationError as invalid:
+        # Checked against the schema already (`Tool.checked_input`); a model may still
+        # refuse what the schema let through.
+        context.session.rollback()
+        first = invalid.errors()[0]
+        where = "/".join(str(part) for part in first["loc"]) or "input"
+        return ToolResult(f"Invalid input for {tool.name} at {where}: {first['msg']}", True)
     except ToolFailure as failure:
         context.session.rollback()
         return ToolResult(str(failure), is_error=True)

@@ -27,7 +27,7 @@ TEXT_MAX = 2000
 # --- building cards --------------------------------------------------------------------
 
 
-def option(value: Any, label: str, description: str = "", **decoration: Any) -> dict:
+def option(value: Any, label: str, description: str = "", **decoration: Any) -> dict[str, Any]:
     built = {"label": label, "value": value}
     if description:
         built["description"] = description
@@ -39,14 +39,14 @@ def step(
     step_id: str,
     title: str,
     input: str,
-    options: list[dict] | None = None,
+    options: list[dict[str, Any]] | None = None,
     *,
     required: bool = True,
     allow_free_text: bool = False,
     max_length: int = TEXT_MAX,
     placeholder: str = "",
     default: Any = None,
-) -> dict:
+) -> dict[str, Any]:
     built = {
         "id": step_id,
         "title": title,
@@ -64,12 +64,12 @@ def step(
 
 def card(
     title: str,
-    steps: list[dict],
+    steps: list[dict[str, Any]],
     *,
     submit_label: str = "Continue",
     result_key: str | None = None,
     free_text_key: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     built = {
         "kind": CardKind.QUESTIONNAIRE,
         "title": title,
@@ -90,11 +90,11 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _option_values(step_spec: dict) -> list[Any]:
+def _option_values(step_spec: dict[str, Any]) -> list[Any]:
     return [opt.get("value") for opt in step_spec.get("options") or []]
 
 
-def _check_text(step_spec: dict, value: Any) -> str | None:
+def _check_text(step_spec: dict[str, Any], value: Any) -> str | None:
     if not isinstance(value, str):
         return f"The answer to “{step_spec['title']}” must be text."
     limit = int(step_spec.get("maxLength") or TEXT_MAX)
@@ -105,7 +105,7 @@ def _check_text(step_spec: dict, value: Any) -> str | None:
     return None
 
 
-def check_step(step_spec: dict, value: Any) -> str | None:
+def check_step(step_spec: dict[str, Any], value: Any) -> str | None:
     """None if `value` answers this step, else a message for the person."""
     title = step_spec["title"]
     if value is None or value == "" or value == []:
@@ -128,7 +128,7 @@ def check_step(step_spec: dict, value: Any) -> str | None:
     return f"That is not one of the choices for “{title}”."
 
 
-def check_card_answer(ctx: ToolContext, card_spec: dict, result: Any) -> str | None:
+def check_card_answer(ctx: ToolContext, card_spec: dict[str, Any], result: Any) -> str | None:
     """The generic check for every questionnaire card (see the module docstring)."""
     if not isinstance(result, dict):
         return "The answer must be a JSON object."

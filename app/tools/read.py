@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
 from sqlalchemy import or_, select
 
 from app.tools.context import ToolContext
-from app.tools.registry import ToolRegistry, tool
+from app.tools.registry import READ, NoInput, ToolInput, ToolRegistry
 from app.workspace.models import (
     Campaign,
     ImagePreset,
@@ -22,18 +23,31 @@ REGISTRY = ToolRegistry()
 
 MAX_LISTED = 100
 
-OFFER_ID = {"type": "integer", "description": "The offer's id (from list_offers)."}
+OfferId = Annotated[int, Field(description="The offer's id (from list_offers).")]
 
 
-def read_tool(name: str, description: str, note: str, **options: Any):
-    return tool(
-        REGISTRY,
-        name=name,
-        description=description,
-        category="read",
-        note=note,
-        **options,
-    )
+class OfferInput(ToolInput):
+    offer_id: OfferId
+
+
+class PersonasInput(ToolInput):
+    offer_id: OfferId | None = Field(None, description="Only this offer's personas.")
+
+
+class PersonaInput(ToolInput):
+    persona_id: int = Field(description="The persona's id.")
+
+
+class AssetsInput(ToolInput):
+    offer_id: OfferId | None = Field(None, description="Only this offer's assets.")
+
+
+class OutputInput(ToolInput):
+    output_id: int = Field(description="The output's id.")
+
+
+class CampaignInput(ToolInput):
+    campaign_id: int = Field(description="The campaign's id.")
 
 
 def _short(text: str | None, limit: int = 200) -> str:
@@ -52,15 +66,19 @@ def asset_url(asset_id: int) -> str:
 # --- offers and personas ---------------------------------------------------------------
 
 
-@read_tool(
-    "list_offers",
-    "List the person's offers (products or services they market): id, name, price and a "
-    "short description. Use it to find an offer's id before calling get_offer or any tool "
-    "that takes offer_id. To let the person pick one themselves, use select_offer instead.",
-    "list_offers: the person's offers (ids, names, prices).",
+@REGISTRY.tool(
+    name="list_offers",
+    description=(
+        "List the person's offers (products or services they market): id, name, price and a short "
+        "description. Use it to find an offer's id before calling get_offer or any tool that takes "
+        "offer_id. To let the person pick one themselves, use select_offer instead."
+    ),
+    note="list_offers: the person's offers (ids, names, prices).",
+    category=READ,
+    input=NoInput,
     label="Looked up your offers",
 )
-def list_offers(ctx: ToolContext, args: dict) -> dict:
+def list_offers(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     offers = ctx.session.scalars(
         select(Offer).where(Offer.user_id == ctx.user_id).order_by(Offer.id).limit(MAX_LISTED)
     ).all()
@@ -77,17 +95,19 @@ def list_offers(ctx: ToolContext, args: dict) -> dict:
     }
 
 
-@read_tool(
-    "get_offer",
-    "Get one offer in full: name, description, audience, price, brand colours, and the ids "
-    "and names of its personas and visual assets.",
-    "get_offer: one offer in full, with its personas and visual assets.",
-    properties={"offer_id": OFFER_ID},
-    required=("offer_id",),
+@REGISTRY.tool(
+    name="get_offer",
+    description=(
+        "Get one offer in full: name, description, audience, price, brand colours, and the ids and "
+        "names of its personas and visual assets."
+    ),
+    note="get_offer: one offer in full, with its personas and visual assets.",
+    category=READ,
+    input=OfferInput,
     label="Read an offer",
 )
-def get_offer(ctx: ToolContext, args: dict) -> dict:
-    offer = ctx.owned(Offer, args["offer_id"], "offer")
+def get_offer(ctx: ToolContext, args: OfferInput) -> dict[str, Any]:
+    offer = ctx.owned(Offer, args.offer_id, "offer")
     personas = ctx.session.execute(
         select(Persona.id, Persona.name)
         .where(Persona.user_id == ctx.user_id, Persona.offer_id == offer.id)
@@ -107,19 +127,22 @@ def get_offer(ctx: ToolContext, args: dict) -> dict:
     }
 
 
-@read_tool(
-    "list_personas",
-    "List the person's audience personas: id, name, the offer they belong to and a short "
-    "description. Pass offer_id to list only that offer's personas. To let the person pick "
-    "one, use select_persona instead.",
-    "list_personas: audience personas, optionally for one offer.",
-    properties={"offer_id": {**OFFER_ID, "description": "Only this offer's personas."}},
+@REGISTRY.tool(
+    name="list_personas",
+    description=(
+        "List the person's audience personas: id, name, the offer they belong to and a short "
+        "description. Pass offer_id to list only that offer's personas. To let the person pick "
+        "one, use select_persona instead."
+    ),
+    note="list_personas: audience personas, optionally for one offer.",
+    category=READ,
+    input=PersonasInput,
     label="Looked up your personas",
 )
-def list_personas(ctx: ToolContext, args: dict) -> dict:
+def list_personas(ctx: ToolContext, args: PersonasInput) -> dict[str, Any]:
     query = select(Persona).where(Persona.user_id == ctx.user_id)
-    if "offer_id" in args:
-        offer = ctx.owned(Offer, args["offer_id"], "offer")
+    if args.offer_id is not None:
+        offer = ctx.owned(Offer, args.offer_id, "offer")
         query = query.where(Persona.offer_id == offer.id)
     personas = ctx.session.scalars(query.order_by(Persona.id).limit(MAX_LISTED)).all()
     return {
@@ -135,16 +158,16 @@ def list_personas(ctx: ToolContext, args: dict) -> dict:
     }
 
 
-@read_tool(
-    "get_persona",
-    "Get one persona in full: who they are, their pains and goals, and their offer.",
-    "get_persona: one persona in full (description, pains, goals).",
-    properties={"persona_id": {"type": "integer", "description": "The persona's id."}},
-    required=("persona_id",),
+@REGISTRY.tool(
+    name="get_persona",
+    description="Get one persona in full: who they are, their pains and goals, and their offer.",
+    note="get_persona: one persona in full (description, pains, goals).",
+    category=READ,
+    input=PersonaInput,
     label="Read a persona",
 )
-def get_persona(ctx: ToolContext, args: dict) -> dict:
-    persona = ctx.owned(Persona, args["persona_id"], "persona")
+def get_persona(ctx: ToolContext, args: PersonaInput) -> dict[str, Any]:
+    persona = ctx.owned(Persona, args.persona_id, "persona")
     offer_name = None
     if persona.offer_id is not None:
         offer_name = ctx.session.scalar(
@@ -164,16 +187,19 @@ def get_persona(ctx: ToolContext, args: dict) -> dict:
 # --- assets and outputs ----------------------------------------------------------------
 
 
-@read_tool(
-    "list_visual_assets",
-    "List the person's saved images and videos (newest first): id, title, kind, preset, "
-    "offer_id and the URL where the person can see it. Pass offer_id to list one offer's "
-    "assets. Image data itself is not returned.",
-    "list_visual_assets: saved images and videos, optionally for one offer.",
-    properties={"offer_id": {**OFFER_ID, "description": "Only this offer's assets."}},
+@REGISTRY.tool(
+    name="list_visual_assets",
+    description=(
+        "List the person's saved images and videos (newest first): id, title, kind, preset, "
+        "offer_id and the URL where the person can see it. Pass offer_id to list one offer's "
+        "assets. Image data itself is not returned."
+    ),
+    note="list_visual_assets: saved images and videos, optionally for one offer.",
+    category=READ,
+    input=AssetsInput,
     label="Looked up your images and videos",
 )
-def list_visual_assets(ctx: ToolContext, args: dict) -> dict:
+def list_visual_assets(ctx: ToolContext, args: AssetsInput) -> dict[str, Any]:
     query = select(
         VisualAsset.id,
         VisualAsset.title,
@@ -182,8 +208,8 @@ def list_visual_assets(ctx: ToolContext, args: dict) -> dict:
         VisualAsset.offer_id,
         VisualAsset.untrusted_sources,
     ).where(VisualAsset.user_id == ctx.user_id)
-    if "offer_id" in args:
-        offer = ctx.owned(Offer, args["offer_id"], "offer")
+    if args.offer_id is not None:
+        offer = ctx.owned(Offer, args.offer_id, "offer")
         query = query.where(VisualAsset.offer_id == offer.id)
     rows = ctx.session.execute(query.order_by(VisualAsset.id.desc()).limit(MAX_LISTED)).all()
     return {
@@ -202,7 +228,7 @@ def list_visual_assets(ctx: ToolContext, args: dict) -> dict:
     }
 
 
-def _output_summary(output: Output) -> dict:
+def _output_summary(output: Output) -> dict[str, Any]:
     return {
         "id": output.id,
         "agent": output.agent,
@@ -212,14 +238,18 @@ def _output_summary(output: Output) -> dict:
     }
 
 
-@read_tool(
-    "get_chat_outputs",
-    "List the outputs (quizzes, ad copy, emails, landing pages...) saved in this "
-    "conversation: id, agent, title, offer_id. Use get_output for an output's full content.",
-    "get_chat_outputs: outputs saved in this conversation.",
+@REGISTRY.tool(
+    name="get_chat_outputs",
+    description=(
+        "List the outputs (quizzes, ad copy, emails, landing pages...) saved in this conversation: "
+        "id, agent, title, offer_id. Use get_output for an output's full content."
+    ),
+    note="get_chat_outputs: outputs saved in this conversation.",
+    category=READ,
+    input=NoInput,
     label="Looked up this chat's results",
 )
-def get_chat_outputs(ctx: ToolContext, args: dict) -> dict:
+def get_chat_outputs(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     outputs = ctx.session.scalars(
         select(Output)
         .where(Output.user_id == ctx.user_id, Output.conversation_id == ctx.conversation_id)
@@ -229,18 +259,20 @@ def get_chat_outputs(ctx: ToolContext, args: dict) -> dict:
     return {"outputs": [_output_summary(ctx.saw(output)) for output in outputs]}
 
 
-@read_tool(
-    "list_offer_outputs",
-    "List the outputs saved for one of the person's offers, from any conversation (newest "
-    "first): id, agent, title, created_at. Use it to reuse or adapt earlier work, e.g. "
-    "pass ids as reference_output_ids to an agent, or read one with get_output.",
-    "list_offer_outputs: saved outputs for any offer, from every conversation.",
-    properties={"offer_id": OFFER_ID},
-    required=("offer_id",),
+@REGISTRY.tool(
+    name="list_offer_outputs",
+    description=(
+        "List the outputs saved for one of the person's offers, from any conversation (newest "
+        "first): id, agent, title, created_at. Use it to reuse or adapt earlier work, e.g. pass "
+        "ids as reference_output_ids to an agent, or read one with get_output."
+    ),
+    note="list_offer_outputs: saved outputs for any offer, from every conversation.",
+    category=READ,
+    input=OfferInput,
     label="Looked up an offer's saved results",
 )
-def list_offer_outputs(ctx: ToolContext, args: dict) -> dict:
-    offer = ctx.owned(Offer, args["offer_id"], "offer")
+def list_offer_outputs(ctx: ToolContext, args: OfferInput) -> dict[str, Any]:
+    offer = ctx.owned(Offer, args.offer_id, "offer")
     outputs = ctx.session.scalars(
         select(Output)
         .where(Output.user_id == ctx.user_id, Output.offer_id == offer.id)
@@ -261,17 +293,19 @@ def list_offer_outputs(ctx: ToolContext, args: dict) -> dict:
     }
 
 
-@read_tool(
-    "get_output",
-    "Get one saved output in full (its complete content), e.g. to revise it or stay "
-    "consistent with it.",
-    "get_output: one saved output's full content.",
-    properties={"output_id": {"type": "integer", "description": "The output's id."}},
-    required=("output_id",),
+@REGISTRY.tool(
+    name="get_output",
+    description=(
+        "Get one saved output in full (its complete content), e.g. to revise it or stay consistent "
+        "with it."
+    ),
+    note="get_output: one saved output's full content.",
+    category=READ,
+    input=OutputInput,
     label="Read a saved result",
 )
-def get_output(ctx: ToolContext, args: dict) -> dict:
-    output = ctx.saw(ctx.owned(Output, args["output_id"], "output"))
+def get_output(ctx: ToolContext, args: OutputInput) -> dict[str, Any]:
+    output = ctx.saw(ctx.owned(Output, args.output_id, "output"))
     return {**_output_summary(output), "content": output.content}
 
 
@@ -292,17 +326,19 @@ def _briefing_summary(briefing: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-@read_tool(
-    "get_campaign_status",
-    "Get a campaign's name, status (draft, running...), offer, a summary of its briefing "
-    "and when it was created and last updated.",
-    "get_campaign_status: a campaign's status and briefing summary.",
-    properties={"campaign_id": {"type": "integer", "description": "The campaign's id."}},
-    required=("campaign_id",),
+@REGISTRY.tool(
+    name="get_campaign_status",
+    description=(
+        "Get a campaign's name, status (draft, running...), offer, a summary of its briefing and "
+        "when it was created and last updated."
+    ),
+    note="get_campaign_status: a campaign's status and briefing summary.",
+    category=READ,
+    input=CampaignInput,
     label="Checked a campaign",
 )
-def get_campaign_status(ctx: ToolContext, args: dict) -> dict:
-    campaign = ctx.saw(ctx.owned(Campaign, args["campaign_id"], "campaign"))
+def get_campaign_status(ctx: ToolContext, args: CampaignInput) -> dict[str, Any]:
+    campaign = ctx.saw(ctx.owned(Campaign, args.campaign_id, "campaign"))
     return {
         "id": campaign.id,
         "name": campaign.name,
@@ -314,14 +350,18 @@ def get_campaign_status(ctx: ToolContext, args: dict) -> dict:
     }
 
 
-@read_tool(
-    "list_image_presets",
-    "List the image presets (looks) available for generated images: shared ones and the "
-    "person's own, with id, name, description, style and default aspect ratio.",
-    "list_image_presets: looks available for generated images.",
+@REGISTRY.tool(
+    name="list_image_presets",
+    description=(
+        "List the image presets (looks) available for generated images: shared ones and the "
+        "person's own, with id, name, description, style and default aspect ratio."
+    ),
+    note="list_image_presets: looks available for generated images.",
+    category=READ,
+    input=NoInput,
     label="Looked up the image styles",
 )
-def list_image_presets(ctx: ToolContext, args: dict) -> dict:
+def list_image_presets(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     presets = available_presets(ctx)
     return {
         "presets": [
@@ -350,14 +390,18 @@ def available_presets(ctx: ToolContext) -> list[ImagePreset]:
     )
 
 
-@read_tool(
-    "list_generation_models",
-    "Say what image and video generation is available right now, so you can set the "
-    "person's expectations before generating anything.",
-    "list_generation_models: which image and video generation is available.",
+@REGISTRY.tool(
+    name="list_generation_models",
+    description=(
+        "Say what image and video generation is available right now, so you can set the person's "
+        "expectations before generating anything."
+    ),
+    note="list_generation_models: which image and video generation is available.",
+    category=READ,
+    input=NoInput,
     label="Checked what can be generated",
 )
-def list_generation_models(ctx: ToolContext, args: dict) -> dict:
+def list_generation_models(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     from urllib.parse import urlsplit
 
     settings = ctx.settings

@@ -1,4 +1,6 @@
-"""A tool is declared once; what the model sees, gating and billing derive from that.
+"""A tool is declared once, with `tool(...)` (or `@REGISTRY.tool(...)` on its handler);
+what the model sees, gating and billing derive from that. docs/architecture.md, "Adding
+a tool", says how.
 
 The transaction contract, kept by every tool and everything a tool calls: no database
 transaction is open across a model call or an outbound HTTP call (agents, the fast-model
@@ -16,9 +18,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeVar, Unpack
 
 from jsonschema import Draft202012Validator
+from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from app.tools.context import ToolContext
@@ -27,9 +30,137 @@ if TYPE_CHECKING:
 Category = Literal["read", "ui", "action", "agent"]
 Phase = Literal["discovery", "build"]
 
+# What a handler may return: a result, a card (Pause), or content the model reads.
+Outcome: TypeAlias = "ToolResult | Pause | dict[str, Any] | str"
+# A handler takes its tool's input model (a plain dict for a tool built without one).
+Handler: TypeAlias = Callable[["ToolContext", Any], Outcome]
+# An approved call's handler takes the card's exact arguments.
+ApprovedHandler: TypeAlias = Callable[["ToolContext", dict[str, Any]], Outcome]
+ResponseCheck = Callable[["ToolContext", dict[str, Any], Any], str | None]
 
-Handler = Callable[["ToolContext", dict[str, Any]], "ToolResult | Pause | Any"]
-ResponseCheck = Callable[["ToolContext", dict[str, Any], dict[str, Any]], str | None]
+
+class ToolInput(BaseModel):
+    """The base of every tool's input model: its fields are the input schema the model
+    is sent (see `input_schema`), and the handler gets an instance. Unknown properties
+    are refused; an optional property is `X | None = None` (absent, never null)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class NoInput(ToolInput):
+    """The input of a tool that takes none."""
+
+
+M = TypeVar("M", bound=ToolInput)
+
+
+def _cleaned(node: Any, defs: dict[str, Any]) -> Any:
+    """Pydantic's JSON schema as a hand-written one reads: no titles or defaults, nested
+    models inlined, an optional property as its own type (absent, not null)."""
+    if isinstance(node, list):
+        return [_cleaned(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        node = {
+            **defs[node["$ref"].rsplit("/", 1)[-1]],
+            **{k: v for k, v in node.items() if k != "$ref"},
+        }
+    options = node.get("anyOf")
+    if isinstance(options, list) and {"type": "null"} in options and len(options) == 2:
+        (kept,) = [option for option in options if option != {"type": "null"}]
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        node = {**_cleaned(kept, defs), **rest}
+    cleaned: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("title", "default", "$defs"):
+            continue
+        if key == "properties":
+            cleaned[key] = {name: _cleaned(sub, defs) for name, sub in value.items()}
+        else:
+            cleaned[key] = _cleaned(value, defs)
+    return cleaned
+
+
+def input_schema(model: type[ToolInput]) -> dict[str, Any]:
+    """The input schema the model is sent for a tool whose input is `model`."""
+    generated = model.model_json_schema()
+    body = _cleaned(generated, generated.get("$defs") or {})
+    return {
+        "type": "object",
+        "properties": body.get("properties") or {},
+        "required": list(body.get("required") or []),
+        "additionalProperties": False,
+    }
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A category with the defaults its tools share (`tool(category=ACTION)`)."""
+
+    category: Category
+    phase: Phase = "discovery"
+    needs_approval_when_tainted: bool = False
+    untrusted: bool = False
+    billable: bool = False
+
+
+# Instant lookups in the person's workspace.
+READ = Preset("read")
+# Lookups of outside content (a file, a web page): their results taint the conversation.
+OUTSIDE = Preset("read", untrusted=True)
+# Cards that pause the run and ask the person.
+UI = Preset("ui")
+# What writes: offered in the build phase, held in a tainted conversation.
+ACTION = Preset("action", phase="build", needs_approval_when_tainted=True)
+# A sub-agent that writes and saves an output.
+AGENT = Preset("agent", needs_approval_when_tainted=True, billable=True)
+
+
+class ToolOptions(TypedDict, total=False):
+    """What a declaration may add to its preset (see `Tool` for each)."""
+
+    note: str | None
+    label: str
+    phase: Phase
+    billable: bool
+    fetches_url: bool
+    needs_approval_for: Callable[[dict[str, Any]], bool] | None
+    held_details: Callable[[dict[str, Any]], dict[str, Any]] | None
+    check_response: ResponseCheck | None
+    on_approved: ApprovedHandler | None
+
+
+def tool(
+    *,
+    name: str,
+    description: str,
+    category: Preset,
+    input: type[M],
+    handler: Callable[[ToolContext, M], Outcome],
+    **options: Unpack[ToolOptions],
+) -> Tool:
+    """The one way to declare a tool: its category's preset, its input model (the schema
+    the model is sent, the handler's typed arguments), and what differs from the preset."""
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=input_schema(input),
+        category=category.category,
+        handler=handler,
+        input_model=input,
+        phase=options.get("phase", category.phase),
+        needs_approval_when_tainted=category.needs_approval_when_tainted,
+        needs_approval_for=options.get("needs_approval_for"),
+        held_details=options.get("held_details"),
+        untrusted=category.untrusted,
+        billable=options.get("billable", category.billable),
+        fetches_url=options.get("fetches_url", False),
+        check_response=options.get("check_response"),
+        note=options.get("note"),
+        on_approved=options.get("on_approved"),
+        label=options.get("label", ""),
+    )
 
 
 @dataclass(frozen=True)
@@ -39,6 +170,8 @@ class Tool:
     input_schema: dict[str, Any]
     category: Category
     handler: Handler
+    # The handler's typed arguments; the input schema is made from it (`input_schema`).
+    input_model: type[ToolInput] | None = None
     phase: Phase = "discovery"
     # The tool changes something (saves, generates, starts, remembers, links): in a
     # tainted conversation each call waits for the person's approval (app/chat/taint.py).
@@ -51,13 +184,16 @@ class Tool:
     # Its results are untrusted content (a fetched page, an attached file).
     untrusted: bool = False
     billable: bool = False
+    # It fetches the URL in its `url` argument: in a tainted conversation an address the
+    # person did not type waits for their approval (app/chat/taint.py).
+    fetches_url: bool = False
     # UI tools: checks a posted answer before it resumes the run; returns an error or None.
     check_response: ResponseCheck | None = None
     # One line for the system prompt's capability notes; None means not advertised.
     note: str | None = None
     # A tool that pauses on a confirmation card: what runs, with the card's exact
     # arguments, once the person approves.
-    on_approved: Handler | None = None
+    on_approved: ApprovedHandler | None = None
     # What a run's steps call it, in plain words ("Looked up your offers"); empty: made
     # from the name ("List offers").
     label: str = ""
@@ -84,6 +220,12 @@ class Tool:
             "description": self.description,
             "input_schema": self.input_schema,
         }
+
+    def typed(self, arguments: dict[str, Any]) -> Any:
+        """The handler's arguments: checked arguments as the tool's input model."""
+        if self.input_model is None:
+            return arguments
+        return self.input_model.model_validate(arguments)
 
     def checked_input(self, arguments: Any) -> CheckedInput:
         """The arguments with quoted scalars coerced where the schema wants a number or a
@@ -200,6 +342,8 @@ def _check_schema(schema_json: str) -> None:
 
 
 class ToolRegistry:
+    """Tools by name, in the order they were added (the order the model sees them)."""
+
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
 
@@ -216,58 +360,34 @@ class ToolRegistry:
     def all(self) -> list[Tool]:
         return list(self._tools.values())
 
+    def tool(
+        self,
+        *,
+        name: str,
+        description: str,
+        category: Preset,
+        input: type[M],
+        **options: Unpack[ToolOptions],
+    ) -> Callable[[Callable[[ToolContext, M], Outcome]], Callable[[ToolContext, M], Outcome]]:
+        """`tool(...)` on the handler it decorates, added to this registry:
 
-def tool(
-    registry: ToolRegistry,
-    *,
-    name: str,
-    description: str,
-    category: Category,
-    properties: dict[str, Any] | None = None,
-    required: tuple[str, ...] = (),
-    **options: Any,
-) -> Callable[[Handler], Handler]:
-    """Declare a tool on its handler:
+        @REGISTRY.tool(name="get_offer", description="...", category=READ, input=OfferInput)
+        def get_offer(ctx: ToolContext, args: OfferInput) -> dict[str, Any]: ...
+        """
 
-    @tool(REGISTRY, name="get_offer", description="...", category="read",
-          properties={"offer_id": {"type": "integer"}}, required=("offer_id",))
-    def get_offer(ctx, args): ...
-    """
-
-    def decorate(handler: Handler) -> Handler:
-        schema = {
-            "type": "object",
-            "properties": properties or {},
-            "required": list(required),
-            "additionalProperties": False,
-        }
-        registry.add(
-            Tool(
-                name=name,
-                description=description,
-                input_schema=schema,
-                category=category,
-                handler=handler,
-                **options,
+        def decorate(
+            handler: Callable[[ToolContext, M], Outcome],
+        ) -> Callable[[ToolContext, M], Outcome]:
+            self.add(
+                tool(
+                    name=name,
+                    description=description,
+                    category=category,
+                    input=input,
+                    handler=handler,
+                    **options,
+                )
             )
-        )
-        return handler
+            return handler
 
-    return decorate
-
-
-def action_tool(
-    registry: ToolRegistry, name: str, description: str, note: str, **options: Any
-) -> Callable[[Handler], Handler]:
-    """Declare an action tool: it writes (the taint gate holds it) and is offered in the
-    build phase unless `phase` says otherwise."""
-    options.setdefault("phase", "build")
-    return tool(
-        registry,
-        name=name,
-        description=description,
-        category="action",
-        needs_approval_when_tainted=True,
-        note=note,
-        **options,
-    )
+        return decorate

@@ -3,19 +3,21 @@ or a brand) and a storyboard for a short video ad, each saved as an output."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field
 from sqlalchemy import select
 
 from app.tools.agent import fast_output, output_result
 from app.tools.context import ToolContext
-from app.tools.registry import ToolRegistry, action_tool
+from app.tools.registry import ACTION, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure, ToolResult
 from app.tools.tool_prompts import tool_prompt
 from app.tools.workspace_facts import (
-    CHARACTER_ID,
-    OFFER_ID,
-    PERSONA_ID,
+    CharacterId,
+    OfferId,
+    PersonaId,
     named_items,
     offer_facts,
     persona_facts,
@@ -28,6 +30,27 @@ from app.workspace.models import Character, Offer, Persona
 REGISTRY = ToolRegistry()
 
 DEFAULT_SCENES = 6
+
+
+class ElementSheetInput(ToolInput):
+    character_id: CharacterId | None = None
+    offer_id: OfferId | None = None
+    focus: str | None = Field(
+        None, max_length=1000, description="What to focus on (a campaign, a season, a format)."
+    )
+
+
+class StoryboardInput(ToolInput):
+    offer_id: OfferId
+    persona_id: PersonaId | None = Field(None, description="The persona the video speaks to.")
+    format: str | None = Field(None, min_length=1, max_length=100)
+    scenes: int | None = Field(None, ge=3, le=12)
+    direction: str | None = Field(
+        None,
+        max_length=2000,
+        description="The idea, script notes or anything the person asked for.",
+    )
+
 
 HEX = {"type": "string", "pattern": "^#[0-9A-Fa-f]{6}$"}
 ELEMENT_SHEET_SCHEMA = {
@@ -68,44 +91,38 @@ ELEMENT_SHEET_SCHEMA = {
 }
 
 
-@action_tool(
-    REGISTRY,
-    "generate_element_sheet",
-    "Write an element sheet (the visual bible: palette, recurring visual elements, "
-    "wardrobe, props, locations, lighting, mood, things to avoid) for a character "
-    "(character_id) or for an offer's brand world (offer_id); give both for a character "
-    "within that offer. It is saved as an output and shown to the person. Use it before "
-    "generating images so they stay consistent.",
-    "generate_element_sheet: a visual element sheet for a character or an offer.",
-    properties={
-        "character_id": CHARACTER_ID,
-        "offer_id": OFFER_ID,
-        "focus": {
-            "type": "string",
-            "maxLength": 1000,
-            "description": "What to focus on (a campaign, a season, a format).",
-        },
-    },
+@REGISTRY.tool(
+    name="generate_element_sheet",
+    description=(
+        "Write an element sheet (the visual bible: palette, recurring visual elements, wardrobe, "
+        "props, locations, lighting, mood, things to avoid) for a character (character_id) or for "
+        "an offer's brand world (offer_id); give both for a character within that offer. It is "
+        "saved as an output and shown to the person. Use it before generating images so they stay "
+        "consistent."
+    ),
+    note="generate_element_sheet: a visual element sheet for a character or an offer.",
+    category=ACTION,
+    input=ElementSheetInput,
     billable=True,
     label="Wrote an element sheet",
 )
-def generate_element_sheet(ctx: ToolContext, args: dict) -> ToolResult:
-    if "character_id" not in args and "offer_id" not in args:
+def generate_element_sheet(ctx: ToolContext, args: ElementSheetInput) -> ToolResult:
+    if args.character_id is None and args.offer_id is None:
         raise ToolFailure(
             "generate_element_sheet needs character_id (a character's sheet) or offer_id "
             "(the offer's visual world)."
         )
     character = persona = offer = None
-    if "character_id" in args:
-        character = ctx.owned(Character, args["character_id"], "character")
+    if args.character_id is not None:
+        character = ctx.owned(Character, args.character_id, "character")
         if character.persona_id is not None:
             persona = ctx.session.scalar(
                 select(Persona).where(
                     Persona.id == character.persona_id, Persona.user_id == ctx.user_id
                 )
             )
-    if "offer_id" in args:
-        offer = ctx.owned(Offer, args["offer_id"], "offer")
+    if args.offer_id is not None:
+        offer = ctx.owned(Offer, args.offer_id, "offer")
     else:
         offer = persona_offer(ctx, persona)
     parts = []
@@ -120,9 +137,14 @@ def generate_element_sheet(ctx: ToolContext, args: dict) -> ToolResult:
         parts.append(section("The audience persona they stand for", persona_facts(persona)))
     if offer is not None:
         parts.append(section("Offer and brand", offer_facts(offer)))
-    if (args.get("focus") or "").strip():
-        parts.append(section("Focus", args["focus"].strip()))
-    subject = f"the character {character.name}" if character else f"the offer {offer.name}"
+    focus = (args.focus or "").strip()
+    if focus:
+        parts.append(section("Focus", focus))
+    if character is not None:
+        subject = f"the character {character.name}"
+    else:
+        assert offer is not None  # no character_id, so an offer_id (checked above)
+        subject = f"the offer {offer.name}"
     parts.append(f"Write the element sheet for {subject}. Answer with the JSON object only.")
     output = fast_output(
         ctx, "Element sheet", tool_prompt("element-sheet"), "\n\n".join(parts), ELEMENT_SHEET_SCHEMA
@@ -163,40 +185,31 @@ def storyboard_schema(scenes: int | None) -> dict[str, Any]:
     }
 
 
-@action_tool(
-    REGISTRY,
-    "create_storyboard",
-    "Write a storyboard for a short video ad for an offer (optionally aimed at a persona): "
-    "scenes with shot, visual, voiceover, on-screen text and duration, plus the call to "
-    "action. It is saved as an output and shown to the person. Give format (e.g. "
-    '"vertical 9:16, 15 seconds"), scenes (3 to 12) and direction when known. Works '
-    "without a video provider: it is a plan, not a video file.",
-    "create_storyboard: a scene-by-scene storyboard for a video ad.",
-    properties={
-        "offer_id": OFFER_ID,
-        "persona_id": {**PERSONA_ID, "description": "The persona the video speaks to."},
-        "format": {"type": "string", "minLength": 1, "maxLength": 100},
-        "scenes": {"type": "integer", "minimum": 3, "maximum": 12},
-        "direction": {
-            "type": "string",
-            "maxLength": 2000,
-            "description": "The idea, script notes or anything the person asked for.",
-        },
-    },
-    required=("offer_id",),
+@REGISTRY.tool(
+    name="create_storyboard",
+    description=(
+        "Write a storyboard for a short video ad for an offer (optionally aimed at a persona): "
+        "scenes with shot, visual, voiceover, on-screen text and duration, plus the call to "
+        'action. It is saved as an output and shown to the person. Give format (e.g. "vertical '
+        '9:16, 15 seconds"), scenes (3 to 12) and direction when known. Works without a video '
+        "provider: it is a plan, not a video file."
+    ),
+    note="create_storyboard: a scene-by-scene storyboard for a video ad.",
+    category=ACTION,
+    input=StoryboardInput,
     billable=True,
     label="Wrote a storyboard",
 )
-def create_storyboard(ctx: ToolContext, args: dict) -> ToolResult:
-    offer = ctx.owned(Offer, args["offer_id"], "offer")
+def create_storyboard(ctx: ToolContext, args: StoryboardInput) -> ToolResult:
+    offer = ctx.owned(Offer, args.offer_id, "offer")
     persona = None
-    if "persona_id" in args:
-        persona = ctx.owned(Persona, args["persona_id"], "persona")
-    scenes = args.get("scenes")
+    if args.persona_id is not None:
+        persona = ctx.owned(Persona, args.persona_id, "persona")
+    scenes = args.scenes
     parts = [section("Offer and brand", offer_facts(offer))]
     if persona is not None:
         parts.append(section("Audience persona", persona_facts(persona)))
-    characters = []
+    characters: Sequence[Any] = []
     if persona is not None:
         characters = ctx.session.execute(
             select(Character.name, Character.description)
@@ -211,10 +224,11 @@ def create_storyboard(ctx: ToolContext, args: dict) -> ToolResult:
                 [{"name": row.name, "description": row.description} for row in characters],
             )
         )
-    if (args.get("format") or "").strip():
-        parts.append(section("Format", args["format"].strip()))
-    if (args.get("direction") or "").strip():
-        parts.append(section("Direction from the person", args["direction"].strip()))
+    format_, direction = (args.format or "").strip(), (args.direction or "").strip()
+    if format_:
+        parts.append(section("Format", format_))
+    if direction:
+        parts.append(section("Direction from the person", direction))
     count = f"exactly {scenes}" if scenes else f"about {DEFAULT_SCENES} (3 to 12)"
     parts.append(f"Write {count} scenes. Answer with the JSON object only.")
     output = fast_output(

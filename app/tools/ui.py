@@ -3,40 +3,59 @@ and checked in `app.tools.questionnaire`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
 from sqlalchemy import func, select
 
 from app.tools.context import ToolContext
 from app.tools.questionnaire import MAX_OPTIONS, card, check_card_answer, option, step
 from app.tools.read import asset_url, available_presets
-from app.tools.registry import ToolRegistry, tool
+from app.tools.registry import UI, ResponseCheck, ToolInput, ToolRegistry
 from app.tools.results import Pause, ToolFailure
 from app.workspace.models import Character, Offer, Persona, VisualAsset
 
 REGISTRY = ToolRegistry()
 
-PROMPT = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 500,
-    "description": "The question shown on the card; a sensible default is used if omitted.",
-}
+Prompt = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=500,
+        description="The question shown on the card; a sensible default is used if omitted.",
+    ),
+]
+
+
+class PromptInput(ToolInput):
+    prompt: Prompt | None = None
+
+
+class PersonaChoiceInput(ToolInput):
+    prompt: Prompt | None = None
+    offer_id: int | None = Field(None, description="Only this offer's personas.")
+
+
+class BriefingInput(ToolInput):
+    offer_id: int | None = Field(None, description="The offer, when settled.")
+
+
+class AskOption(ToolInput):
+    label: str = Field(min_length=1, max_length=120)
+    value: str = Field(min_length=1, max_length=200)
+    description: str | None = Field(None, max_length=300)
+
+
+class AskInput(ToolInput):
+    question: str = Field(min_length=1, max_length=500)
+    options: list[AskOption] | None = Field(None, max_length=8)
+    allow_free_text: bool | None = None
+
+
 NO_OFFERS = (
     "The person has no offers yet, so there is nothing to choose from. Tell them they can "
     "add one at /workspace/offers (or describe it in the chat)."
 )
-
-
-def ui_tool(name: str, description: str, note: str, **options: Any):
-    return tool(
-        REGISTRY,
-        name=name,
-        description=description,
-        category="ui",
-        note=note,
-        **options,
-    )
 
 
 def _short(text: str | None, limit: int = 140) -> str:
@@ -44,14 +63,14 @@ def _short(text: str | None, limit: int = 140) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _title(args: dict, default: str) -> str:
-    return (args.get("prompt") or "").strip() or default
+def _title(args: PromptInput | PersonaChoiceInput, default: str) -> str:
+    return (args.prompt or "").strip() or default
 
 
-def _owned_answer(model: type, key: str, label: str):
+def _owned_answer(model: type[Any], key: str, label: str) -> ResponseCheck:
     """A check that the answer's id is one of the person's (it may be newer than the card)."""
 
-    def check(ctx: ToolContext, card_spec: dict, result: Any) -> str | None:
+    def check(ctx: ToolContext, card_spec: dict[str, Any], result: Any) -> str | None:
         if not isinstance(result, dict) or key not in result:
             return f"The answer must include {key!r}."
         try:
@@ -63,7 +82,7 @@ def _owned_answer(model: type, key: str, label: str):
     return check
 
 
-def check_briefing_answer(ctx: ToolContext, card_spec: dict, result: Any) -> str | None:
+def check_briefing_answer(ctx: ToolContext, card_spec: dict[str, Any], result: Any) -> str | None:
     error = check_card_answer(ctx, card_spec, result)
     if error:
         return error
@@ -77,7 +96,7 @@ def check_briefing_answer(ctx: ToolContext, card_spec: dict, result: Any) -> str
 # --- option sources --------------------------------------------------------------------
 
 
-def offer_options(ctx: ToolContext, only_offer: int | None = None) -> list[dict]:
+def offer_options(ctx: ToolContext, only_offer: int | None = None) -> list[dict[str, Any]]:
     query = select(Offer).where(Offer.user_id == ctx.user_id)
     if only_offer is not None:
         query = query.where(Offer.id == only_offer)
@@ -101,7 +120,7 @@ def offer_options(ctx: ToolContext, only_offer: int | None = None) -> list[dict]
     ]
 
 
-def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict]:
+def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict[str, Any]]:
     query = select(Persona).where(Persona.user_id == ctx.user_id)
     if offer_id is not None:
         query = query.where(Persona.offer_id == offer_id)
@@ -109,8 +128,9 @@ def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict]
     offer_names = dict(
         ctx.session.execute(select(Offer.id, Offer.name).where(Offer.user_id == ctx.user_id)).all()
     )
-    portraits = dict(
-        ctx.session.execute(
+    portraits = {
+        persona_id: asset_id
+        for persona_id, asset_id in ctx.session.execute(
             select(Character.persona_id, func.min(Character.portrait_asset_id))
             .where(
                 Character.user_id == ctx.user_id,
@@ -119,14 +139,17 @@ def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict]
             )
             .group_by(Character.persona_id)
         ).all()
-    )
+        if persona_id is not None and asset_id is not None
+    }
     return [
         option(
             persona.id,
             persona.name,
             _short(persona.description),
             thumbnail=asset_url(portraits[persona.id]) if persona.id in portraits else None,
-            badge=offer_names.get(persona.offer_id) if offer_id is None else None,
+            badge=offer_names.get(persona.offer_id)
+            if offer_id is None and persona.offer_id is not None
+            else None,
         )
         for persona in personas
     ]
@@ -135,17 +158,20 @@ def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict]
 # --- the tools -------------------------------------------------------------------------
 
 
-@ui_tool(
-    "select_offer",
-    "Show the person their offers as cards and let them pick one. Use it when you need to "
-    "know which offer the work is for and they have not said. The run pauses; you get "
-    '{"offer_id": <id>} back. Fails if they have no offers yet.',
-    "select_offer: let the person pick one of their offers.",
-    properties={"prompt": PROMPT},
+@REGISTRY.tool(
+    name="select_offer",
+    description=(
+        "Show the person their offers as cards and let them pick one. Use it when you need to know "
+        'which offer the work is for and they have not said. The run pauses; you get {"offer_id": '
+        "<id>} back. Fails if they have no offers yet."
+    ),
+    note="select_offer: let the person pick one of their offers.",
+    category=UI,
+    input=PromptInput,
     check_response=_owned_answer(Offer, "offer_id", "offer"),
     label="Asked you to choose an offer",
 )
-def select_offer(ctx: ToolContext, args: dict) -> Pause:
+def select_offer(ctx: ToolContext, args: PromptInput) -> Pause:
     options = offer_options(ctx)
     if not options:
         raise ToolFailure(NO_OFFERS)
@@ -160,23 +186,23 @@ def select_offer(ctx: ToolContext, args: dict) -> Pause:
     )
 
 
-@ui_tool(
-    "select_persona",
-    "Show the person their audience personas and let them pick one (only one offer's "
-    "personas when offer_id is given). The run pauses; you get "
-    '{"persona_id": <id>} back. Fails if there are no personas to choose from.',
-    "select_persona: let the person pick an audience persona.",
-    properties={
-        "prompt": PROMPT,
-        "offer_id": {"type": "integer", "description": "Only this offer's personas."},
-    },
+@REGISTRY.tool(
+    name="select_persona",
+    description=(
+        "Show the person their audience personas and let them pick one (only one offer's personas "
+        'when offer_id is given). The run pauses; you get {"persona_id": <id>} back. Fails if '
+        "there are no personas to choose from."
+    ),
+    note="select_persona: let the person pick an audience persona.",
+    category=UI,
+    input=PersonaChoiceInput,
     check_response=_owned_answer(Persona, "persona_id", "persona"),
     label="Asked you to choose a persona",
 )
-def select_persona(ctx: ToolContext, args: dict) -> Pause:
+def select_persona(ctx: ToolContext, args: PersonaChoiceInput) -> Pause:
     offer_id = None
-    if "offer_id" in args:
-        offer_id = ctx.owned(Offer, args["offer_id"], "offer").id
+    if args.offer_id is not None:
+        offer_id = ctx.owned(Offer, args.offer_id, "offer").id
     options = persona_options(ctx, offer_id)
     if not options:
         where = "for that offer " if offer_id is not None else ""
@@ -226,16 +252,19 @@ AD_FORMATS = [
 ]
 
 
-@ui_tool(
-    "select_ad_format",
-    "Let the person pick an ad format: feed_image, story_vertical, carousel, short_video or "
-    'search_text. The run pauses; you get {"value": "<format>"} back.',
-    "select_ad_format: let the person pick an ad format.",
-    properties={"prompt": PROMPT},
+@REGISTRY.tool(
+    name="select_ad_format",
+    description=(
+        "Let the person pick an ad format: feed_image, story_vertical, carousel, short_video or "
+        'search_text. The run pauses; you get {"value": "<format>"} back.'
+    ),
+    note="select_ad_format: let the person pick an ad format.",
+    category=UI,
+    input=PromptInput,
     check_response=check_card_answer,
     label="Asked you to choose an ad format",
 )
-def select_ad_format(ctx: ToolContext, args: dict) -> Pause:
+def select_ad_format(ctx: ToolContext, args: PromptInput) -> Pause:
     steps = [step("format", "Ad format", "single", [dict(opt) for opt in AD_FORMATS])]
     return Pause(
         card(_title(args, "Which ad format?"), steps, submit_label="Choose", result_key="value")
@@ -250,18 +279,20 @@ ASPECT_RATIOS = [
 ]
 
 
-@ui_tool(
-    "configure_image",
-    "Ask the person how an image should look before generating it: a preset (look), an "
-    "aspect ratio and what it should show. The run pauses; you get "
-    '{"answers": {"preset": <preset id>, "aspect_ratio": "4:5", "subject": "..."}} back '
-    "(no preset when none exist).",
-    "configure_image: ask for an image's preset, aspect ratio and subject.",
-    properties={"prompt": PROMPT},
+@REGISTRY.tool(
+    name="configure_image",
+    description=(
+        "Ask the person how an image should look before generating it: a preset (look), an aspect "
+        'ratio and what it should show. The run pauses; you get {"answers": {"preset": <preset '
+        'id>, "aspect_ratio": "4:5", "subject": "..."}} back (no preset when none exist).'
+    ),
+    note="configure_image: ask for an image's preset, aspect ratio and subject.",
+    category=UI,
+    input=PromptInput,
     check_response=check_card_answer,
     label="Asked you how the image should look",
 )
-def configure_image(ctx: ToolContext, args: dict) -> Pause:
+def configure_image(ctx: ToolContext, args: PromptInput) -> Pause:
     steps = []
     presets = available_presets(ctx)
     if presets:
@@ -303,17 +334,20 @@ DURATIONS = [
 ]
 
 
-@ui_tool(
-    "configure_video",
-    "Ask the person how a video should be made before scripting or generating it: format, "
-    "duration (6, 15 or 30 seconds) and the script or idea. The run pauses; you get "
-    '{"answers": {"format": "vertical_9_16", "duration": 15, "script": "..."}} back.',
-    "configure_video: ask for a video's format, duration and idea.",
-    properties={"prompt": PROMPT},
+@REGISTRY.tool(
+    name="configure_video",
+    description=(
+        "Ask the person how a video should be made before scripting or generating it: format, "
+        "duration (6, 15 or 30 seconds) and the script or idea. The run pauses; you get "
+        '{"answers": {"format": "vertical_9_16", "duration": 15, "script": "..."}} back.'
+    ),
+    note="configure_video: ask for a video's format, duration and idea.",
+    category=UI,
+    input=PromptInput,
     check_response=check_card_answer,
     label="Asked you how the video should be made",
 )
-def configure_video(ctx: ToolContext, args: dict) -> Pause:
+def configure_video(ctx: ToolContext, args: PromptInput) -> Pause:
     steps = [
         step("format", "Format", "single", [dict(opt) for opt in VIDEO_FORMATS]),
         step("duration", "Duration", "single", [dict(opt) for opt in DURATIONS]),
@@ -342,22 +376,25 @@ CHANNELS = [
 ]
 
 
-@ui_tool(
-    "collect_campaign_briefing",
-    "Collect a campaign briefing from the person in one multi-step card: goal, offer, "
-    "audience, channels, budget, timing and notes. Use it before start_campaign when these "
-    "are not already known. Pass offer_id when the offer is settled. The run pauses; you get "
-    '{"answers": {"goal", "offer", "audience", "channels", "budget", "timing", "notes"}} '
-    "back (audience is a persona id or the person's own words).",
-    "collect_campaign_briefing: a multi-step campaign briefing card.",
-    properties={"offer_id": {"type": "integer", "description": "The offer, when settled."}},
+@REGISTRY.tool(
+    name="collect_campaign_briefing",
+    description=(
+        "Collect a campaign briefing from the person in one multi-step card: goal, offer, "
+        "audience, channels, budget, timing and notes. Use it before start_campaign when these are "
+        "not already known. Pass offer_id when the offer is settled. The run pauses; you get "
+        '{"answers": {"goal", "offer", "audience", "channels", "budget", "timing", "notes"}} back '
+        "(audience is a persona id or the person's own words)."
+    ),
+    note="collect_campaign_briefing: a multi-step campaign briefing card.",
+    category=UI,
+    input=BriefingInput,
     check_response=check_briefing_answer,
     label="Asked you for a campaign briefing",
 )
-def collect_campaign_briefing(ctx: ToolContext, args: dict) -> Pause:
+def collect_campaign_briefing(ctx: ToolContext, args: BriefingInput) -> Pause:
     offer_id = None
-    if "offer_id" in args:
-        offer_id = ctx.owned(Offer, args["offer_id"], "offer").id
+    if args.offer_id is not None:
+        offer_id = ctx.owned(Offer, args.offer_id, "offer").id
     offers = offer_options(ctx, offer_id)
     if not offers:
         raise ToolFailure(NO_OFFERS)
@@ -402,51 +439,35 @@ def collect_campaign_briefing(ctx: ToolContext, args: dict) -> Pause:
     return Pause(card("Campaign briefing", steps, submit_label="Save briefing"))
 
 
-@ui_tool(
-    "ask_user",
-    "Ask the person a question when you need a decision or detail you cannot look up. "
-    "Give up to 8 options for a quick choice, or no options for a free-text answer; set "
-    "allow_free_text to accept typed answers as well as options. The run pauses; you get "
-    '{"value": "<option value>"} or {"text": "<typed answer>"} back. Ask one thing at a time.',
-    "ask_user: ask the person a question (choices and/or free text).",
-    properties={
-        "question": {"type": "string", "minLength": 1, "maxLength": 500},
-        "options": {
-            "type": "array",
-            "maxItems": 8,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "label": {"type": "string", "minLength": 1, "maxLength": 120},
-                    "value": {"type": "string", "minLength": 1, "maxLength": 200},
-                    "description": {"type": "string", "maxLength": 300},
-                },
-                "required": ["label", "value"],
-                "additionalProperties": False,
-            },
-        },
-        "allow_free_text": {"type": "boolean"},
-    },
-    required=("question",),
+@REGISTRY.tool(
+    name="ask_user",
+    description=(
+        "Ask the person a question when you need a decision or detail you cannot look up. Give up "
+        "to 8 options for a quick choice, or no options for a free-text answer; set "
+        "allow_free_text to accept typed answers as well as options. The run pauses; you get "
+        '{"value": "<option value>"} or {"text": "<typed answer>"} back. Ask one thing at a time.'
+    ),
+    note="ask_user: ask the person a question (choices and/or free text).",
+    category=UI,
+    input=AskInput,
     check_response=check_card_answer,
     label="Asked you a question",
 )
-def ask_user(ctx: ToolContext, args: dict) -> Pause:
+def ask_user(ctx: ToolContext, args: AskInput) -> Pause:
     options = [
-        option(item["value"], item["label"], item.get("description", ""))
-        for item in args.get("options") or []
+        option(item.value, item.label, item.description or "") for item in args.options or []
     ]
     values = [item["value"] for item in options]
     if len(set(values)) != len(values):
         raise ToolFailure("Each option of ask_user needs a different value.")
-    question = args["question"].strip() or args["question"]
+    question = args.question.strip() or args.question
     if options:
         only = step(
             "answer",
             question,
             "single",
             options,
-            allow_free_text=bool(args.get("allow_free_text")),
+            allow_free_text=bool(args.allow_free_text),
             placeholder="Or type an answer",
         )
     else:

@@ -1,11 +1,12 @@
 """What the build tools tell the fast model about the workspace (an offer, a persona, the
-persona's offer), small schema pieces they share, and the ids they take."""
+persona's offer), small schema pieces they share, and the ids their inputs take."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
 from sqlalchemy import select
 
 from app.media.providers import normalise_colours
@@ -13,9 +14,9 @@ from app.tools.context import ToolContext
 from app.tools.results import ToolFailure
 from app.workspace.models import Offer, Persona
 
-OFFER_ID = {"type": "integer", "description": "The offer's id (from list_offers)."}
-PERSONA_ID = {"type": "integer", "description": "The persona's id (from list_personas)."}
-CHARACTER_ID = {"type": "integer", "description": "The character's id."}
+OfferId = Annotated[int, Field(description="The offer's id (from list_offers).")]
+PersonaId = Annotated[int, Field(description="The persona's id (from list_personas).")]
+CharacterId = Annotated[int, Field(description="The character's id.")]
 
 
 def clean_text(value: str, what: str, one_line: bool = True) -> str:

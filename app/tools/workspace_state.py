@@ -3,6 +3,10 @@ conversation's tool phase, and remember (or forget) what the person asks to be k
 
 from __future__ import annotations
 
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, WithJsonSchema
+
 from app.memory.store import (
     MemoryRefused,
     Operation,
@@ -12,38 +16,52 @@ from app.memory.store import (
     reconcile,
 )
 from app.tools.context import ToolContext
-from app.tools.registry import ToolRegistry, action_tool
+from app.tools.registry import ACTION, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure
 
 REGISTRY = ToolRegistry()
 
 
-def _writes_phase(args: dict) -> bool:
+class PhaseInput(ToolInput):
+    # Sent as a bare enum, as it always was.
+    phase: Annotated[
+        Literal["discovery", "build"], WithJsonSchema({"enum": ["discovery", "build"]})
+    ]
+
+
+class RememberInput(ToolInput):
+    instruction: str = Field(min_length=1, max_length=2000)
+
+
+def _writes_phase(args: dict[str, Any]) -> bool:
     # Back to discovery removes tools; only the switch to build adds the ones that write.
     return args.get("phase") == "build"
 
 
-@action_tool(
-    REGISTRY,
-    "set_phase",
-    "Switch this conversation's phase. In discovery you can look things up, ask and write "
-    "copy; the tools that save, generate or start things (characters, images, storyboards, "
-    "campaigns...) appear only in build. Switch to build as soon as the person wants "
-    "something saved, generated or started; back to discovery when they are exploring.",
-    "set_phase: call it with phase build to get the tools that save, generate or start "
-    "things (characters, cast lists, images, storyboards, element sheets, campaigns).",
-    properties={"phase": {"enum": ["discovery", "build"]}},
-    required=("phase",),
+@REGISTRY.tool(
+    name="set_phase",
+    description=(
+        "Switch this conversation's phase. In discovery you can look things up, ask and write "
+        "copy; the tools that save, generate or start things (characters, images, storyboards, "
+        "campaigns...) appear only in build. Switch to build as soon as the person wants something "
+        "saved, generated or started; back to discovery when they are exploring."
+    ),
+    note=(
+        "set_phase: call it with phase build to get the tools that save, generate or start things "
+        "(characters, cast lists, images, storyboards, element sheets, campaigns)."
+    ),
+    category=ACTION,
+    input=PhaseInput,
     phase="discovery",
     needs_approval_for=_writes_phase,
     label="Switched the chat's phase",
 )
-def set_phase(ctx: ToolContext, args: dict) -> dict:
+def set_phase(ctx: ToolContext, args: PhaseInput) -> dict[str, Any]:
     if ctx.switch_phase is None:
         raise ToolFailure("This conversation has no phase to switch.")
-    ctx.switch_phase(args["phase"])
+    ctx.switch_phase(args.phase)
     return {
-        "phase": args["phase"],
+        "phase": args.phase,
         "note": "The tools for this phase are available from your next step.",
     }
 
@@ -57,7 +75,7 @@ def exact_memory_operations(instruction: str) -> list[Operation]:
         return []
 
 
-def _memory_card(args: dict) -> dict:
+def _memory_card(args: dict[str, Any]) -> dict[str, Any]:
     operations = exact_memory_operations(str(args.get("instruction", "")))
     return {
         "memory": [
@@ -67,29 +85,30 @@ def _memory_card(args: dict) -> dict:
     }
 
 
-@action_tool(
-    REGISTRY,
-    "remember",
-    "Remember (or forget) something about the person for every future conversation, e.g. "
-    '"remember that I prefer short headlines". Use it ONLY when the person explicitly asks '
-    "you to remember or forget something; never on your own initiative.",
-    "remember: save or forget what the person explicitly asks you to remember.",
-    properties={"instruction": {"type": "string", "minLength": 1, "maxLength": 2000}},
-    required=("instruction",),
+@REGISTRY.tool(
+    name="remember",
+    description=(
+        "Remember (or forget) something about the person for every future conversation, e.g. "
+        '"remember that I prefer short headlines". Use it ONLY when the person explicitly asks you '
+        "to remember or forget something; never on your own initiative."
+    ),
+    note="remember: save or forget what the person explicitly asks you to remember.",
+    category=ACTION,
+    input=RememberInput,
     phase="discovery",
     held_details=_memory_card,
     label="Updated your memory",
 )
-def remember(ctx: ToolContext, args: dict) -> dict:
+def remember(ctx: ToolContext, args: RememberInput) -> dict[str, Any]:
     if ctx.tainted:
-        return _remember_exactly(ctx, args["instruction"])
+        return _remember_exactly(ctx, args.instruction)
     try:
         outcome = reconcile(
             ctx.session,
             ctx.services.model,
             ctx.settings.fast_model,
             ctx.user_id,
-            args["instruction"],
+            args.instruction,
             source="tool",
             actor_id=ctx.user_id,
         )
@@ -98,7 +117,7 @@ def remember(ctx: ToolContext, args: dict) -> dict:
     return {"remembered_facts": outcome.facts, "changes": outcome.changes}
 
 
-def _remember_exactly(ctx: ToolContext, instruction: str) -> dict:
+def _remember_exactly(ctx: ToolContext, instruction: str) -> dict[str, Any]:
     """The approved card's facts, as shown, marked as from untrusted content."""
     operations = exact_memory_operations(instruction)
     if not operations:

@@ -7,7 +7,10 @@ from typing import Any
 
 from app.accounts.models import User
 from app.chat.models import Conversation
+from app.chat.provenance import stamped
 from app.tools.context import ToolContext
+from app.tools.invoke import invoke
+from app.tools.results import Pause, ToolFailure, ToolResult
 from app.workspace.models import (
     Attachment,
     Campaign,
@@ -35,12 +38,31 @@ class Workspace:
     ids: dict[str, int] = field(default_factory=dict)
     bob_ids: dict[str, int] = field(default_factory=dict)
 
-    def call(self, name: str, args: dict | None = None):
+    def call(self, name: str, args: dict | None = None, *, approved: bool = False):
+        """Call a tool as the loop does: its input read in lax mode and checked (not an
+        approved card's), then `invoke` with provenance stamped, after a commit (no
+        transaction may be open).
+        Returns the ToolResult or the card (Pause); an `is_error` result, whose writes
+        `invoke` rolled back, raises ToolFailure with the text the model would read."""
+        outcome = self.outcome(name, args, approved=approved)
+        if isinstance(outcome, ToolResult) and outcome.is_error:
+            raise ToolFailure(outcome.content)
+        return outcome
+
+    def outcome(
+        self, name: str, args: dict | None = None, *, approved: bool = False
+    ) -> ToolResult | Pause:
+        """What the loop gets back from the call, an `is_error` result included."""
         tool = self.services.tools.get(name)
         assert tool is not None, f"{name} is not registered"
-        args = args or {}
-        assert tool.validation_error(args) is None, tool.validation_error(args)
-        return tool.handler(self.ctx, args)
+        arguments = args or {}
+        if not approved:  # an approved card's arguments go to its handler as they are
+            checked = tool.checked_input(arguments)
+            assert checked.problem is None, checked.problem
+            arguments = checked.arguments
+        self.session.commit()
+        with stamped(self.session, self.ctx):
+            return invoke(tool, self.ctx, arguments, approved=approved)
 
     def check(self, name: str, card: dict, result: Any) -> str | None:
         tool = self.services.tools.get(name)

@@ -102,11 +102,11 @@ def test_every_action_tool_is_declared_for_the_build_phase(app):
 
 
 def test_save_character_with_and_without_a_persona(ws):
-    plain = ws.call("save_character", {"name": "  Mira  Voss ", "description": "A baker."})
+    plain = ws.call("save_character", {"name": "  Mira  Voss ", "description": "A baker."}).content
     linked = ws.call(
         "save_character",
         {"name": "Jon", "description": "Runs a gym.", "persona_id": ws.ids["persona"]},
-    )
+    ).content
     assert plain["name"] == "Mira Voss" and plain["persona_id"] is None
     assert linked["persona_id"] == ws.ids["persona"]
     assert "Ada Olivia" in linked["message"]
@@ -151,7 +151,7 @@ def _character(ws, name="Mira", persona_id=None) -> int:
         "save_character",
         {"name": name, "description": "A baker in her forties, flour on her apron."}
         | ({"persona_id": persona_id} if persona_id else {}),
-    )["character_id"]
+    ).content["character_id"]
 
 
 def test_link_character_persona(ws):
@@ -159,7 +159,7 @@ def test_link_character_persona(ws):
     result = ws.call(
         "link_character_persona",
         {"character_id": character_id, "persona_id": ws.ids["coffee_persona"]},
-    )
+    ).content
     assert result["previous_persona_id"] is None
     assert ws.session.get(Character, character_id).persona_id == ws.ids["coffee_persona"]
     assert "Ada Ben" in result["message"]
@@ -200,9 +200,9 @@ def test_start_campaign_saves_a_draft_that_get_campaign_status_reports(ws):
     result = ws.call(
         "start_campaign",
         {"offer_id": ws.ids["offer"], "name": "June leads", "briefing": BRIEFING},
-    )
+    ).content
     assert result["status"] == "draft" and "draft" in result["message"]
-    status = ws.call("get_campaign_status", {"campaign_id": result["campaign_id"]})
+    status = ws.call("get_campaign_status", {"campaign_id": result["campaign_id"]}).content
     assert status["name"] == "June leads"
     assert status["status"] == "draft"
     assert status["offer_id"] == ws.ids["offer"]
@@ -214,10 +214,10 @@ def test_start_campaign_can_mark_it_started(ws):
     result = ws.call(
         "start_campaign",
         {"offer_id": ws.ids["offer"], "name": "Go", "briefing": {}, "status": "started"},
-    )
-    assert ws.call("get_campaign_status", {"campaign_id": result["campaign_id"]})["status"] == (
-        "started"
-    )
+    ).content
+    assert ws.call("get_campaign_status", {"campaign_id": result["campaign_id"]}).content[
+        "status"
+    ] == ("started")
 
 
 @pytest.mark.parametrize(
@@ -406,8 +406,8 @@ def test_generate_character_portrait_checks_its_ids(ws):
 
 def test_generate_video_says_plainly_that_it_is_not_set_up(ws):
     result = ws.call("generate_video", {"prompt": "A 15 second reel", "offer_id": ws.ids["offer"]})
-    assert isinstance(result, str)
-    assert result.startswith("Video generation is not set up here")
+    assert not result.is_error
+    assert result.content.startswith("Video generation is not set up here")
     invalid(ws, "generate_video", {})
     fails(
         ws,
@@ -630,7 +630,7 @@ def test_propose_cast_list_asks_before_saving(ws, fake_model):
     assert "exactly 2 characters" in asked and "Warm, local" in asked
     assert "Ada Olive" in asked  # the persona's existing character, not to be repeated
 
-    saved = characters.save_cast(ws.ctx, card["arguments"])
+    saved = ws.call("propose_cast_list", card["arguments"], approved=True).content
     assert [c["name"] for c in saved["characters"]] == ["Mira Voss", "Jon Park"]
     for item in saved["characters"]:
         character = ws.session.get(Character, item["character_id"])
@@ -691,10 +691,45 @@ def test_propose_cast_list_fails_after_two_bad_answers(ws, fake_model):
 def test_an_approved_cast_is_checked_again(ws):
     before = counts(ws)
     with pytest.raises(ToolFailure, match="malformed"):
-        characters.save_cast(ws.ctx, {"persona_id": ws.ids["persona"], "offer_id": 1})
-    with pytest.raises(ToolFailure, match="No persona"):
-        characters.save_cast(
-            ws.ctx,
-            {"persona_id": ws.bob_ids["persona"], "offer_id": 1, "characters": CAST["characters"]},
+        ws.call(
+            "propose_cast_list", {"persona_id": ws.ids["persona"], "offer_id": 1}, approved=True
         )
+    with pytest.raises(ToolFailure, match="No persona"):
+        ws.call(
+            "propose_cast_list",
+            {"persona_id": ws.bob_ids["persona"], "offer_id": 1, "characters": CAST["characters"]},
+            approved=True,
+        )
+    assert counts(ws) == before
+
+
+def test_what_a_tool_saves_in_a_tainted_conversation_records_the_untrusted_sources(ws):
+    sources = [{"tool": "fetch_url", "url": "https://example.com/pricing"}]
+    ws.ctx.untrusted_sources = list(sources)
+    result = ws.call(
+        "start_campaign",
+        {"offer_id": ws.ids["offer"], "name": "From a page", "briefing": {"goal": "leads"}},
+    )
+    assert ws.session.get(Campaign, result.content["campaign_id"]).untrusted_sources == sources
+
+
+def test_a_tool_that_breaks_midway_saves_nothing_and_says_so_with_a_reference(ws, monkeypatch):
+    calls = []
+
+    def breaks_on_the_second(value, what, one_line=True):
+        calls.append(value)
+        if len(calls) == 2:
+            raise RuntimeError("disk on fire")
+        return value
+
+    monkeypatch.setattr(characters, "clean_text", breaks_on_the_second)
+    before = counts(ws)
+    outcome = ws.outcome(
+        "propose_cast_list",
+        {"persona_id": ws.ids["persona"], "offer_id": ws.ids["offer"], **CAST},
+        approved=True,
+    )
+    assert outcome.is_error
+    assert outcome.content.startswith("The propose_cast_list tool failed unexpectedly (reference ")
+    assert "disk on fire" not in outcome.content
     assert counts(ws) == before

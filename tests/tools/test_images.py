@@ -32,7 +32,7 @@ def ws_http(make_app, images_api):
 
 def test_generate_image_through_the_http_provider_stores_the_asset(ws_http, images_api):
     ws = ws_http
-    models = ws.call("list_generation_models")
+    models = ws.call("list_generation_models").content
     assert models["images"]["provider"].startswith("gpt-image-1 at 127.0.0.1:")
     assert models["images"]["draft"] is False
 
@@ -58,7 +58,7 @@ def test_a_provider_error_through_the_tool_writes_nothing(ws_http, images_api):
 def test_list_generation_models_without_a_provider(make_app):
     ws = make_workspace(make_app())
     try:
-        models = ws.call("list_generation_models")
+        models = ws.call("list_generation_models").content
         assert models["images"]["provider"] == "local-draft" and models["images"]["draft"]
         assert models["video"]["available"] is False
     finally:

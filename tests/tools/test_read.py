@@ -53,7 +53,7 @@ def test_a_tool_is_never_entered_with_a_transaction_open(ws):
 
 
 def test_list_offers_lists_only_the_callers_offers(ws):
-    result = ws.call("list_offers")
+    result = ws.call("list_offers").content
     assert [offer["id"] for offer in result["offers"]] == [ws.ids["offer"], ws.ids["other_offer"]]
     assert result["offers"][0] == {
         "id": ws.ids["offer"],
@@ -65,7 +65,7 @@ def test_list_offers_lists_only_the_callers_offers(ws):
 
 
 def test_get_offer_returns_the_offer_with_its_personas_and_assets(ws):
-    result = ws.call("get_offer", {"offer_id": ws.ids["offer"]})
+    result = ws.call("get_offer", {"offer_id": ws.ids["offer"]}).content
     assert result["name"] == "Ada Coaching"
     assert result["audience"] == "Founders"
     assert result["brand_colors"] == ["#2f6f5e"]
@@ -77,15 +77,15 @@ def test_get_offer_returns_the_offer_with_its_personas_and_assets(ws):
 
 
 def test_list_personas_lists_all_or_one_offers(ws):
-    everyone = ws.call("list_personas")
+    everyone = ws.call("list_personas").content
     assert {p["id"] for p in everyone["personas"]} == {ws.ids["persona"], ws.ids["coffee_persona"]}
-    filtered = ws.call("list_personas", {"offer_id": ws.ids["offer"]})
+    filtered = ws.call("list_personas", {"offer_id": ws.ids["offer"]}).content
     assert [p["id"] for p in filtered["personas"]] == [ws.ids["persona"]]
     assert filtered["personas"][0]["offer_id"] == ws.ids["offer"]
 
 
 def test_get_persona_returns_the_persona_in_full(ws):
-    result = ws.call("get_persona", {"persona_id": ws.ids["persona"]})
+    result = ws.call("get_persona", {"persona_id": ws.ids["persona"]}).content
     assert result["name"] == "Ada Olivia"
     assert result["pains"] == "No time"
     assert result["goals"] == "Calm mornings"
@@ -93,9 +93,9 @@ def test_get_persona_returns_the_persona_in_full(ws):
 
 
 def test_list_visual_assets_has_urls_and_no_image_bytes(ws):
-    everything = ws.call("list_visual_assets")
+    everything = ws.call("list_visual_assets").content
     assert {a["id"] for a in everything["assets"]} == {ws.ids["asset"], ws.ids["portrait"]}
-    for_offer = ws.call("list_visual_assets", {"offer_id": ws.ids["offer"]})
+    for_offer = ws.call("list_visual_assets", {"offer_id": ws.ids["offer"]}).content
     assert for_offer["assets"] == [
         {
             "id": ws.ids["asset"],
@@ -110,26 +110,26 @@ def test_list_visual_assets_has_urls_and_no_image_bytes(ws):
 
 
 def test_get_chat_outputs_lists_this_conversations_outputs(ws):
-    result = ws.call("get_chat_outputs")
+    result = ws.call("get_chat_outputs").content
     assert [o["id"] for o in result["outputs"]] == [ws.ids["output"]]
     assert result["outputs"][0]["agent"] == "ad_copy"
     assert result["outputs"][0]["created_at"].endswith("Z")
 
 
 def test_list_offer_outputs_spans_conversations(ws):
-    result = ws.call("list_offer_outputs", {"offer_id": ws.ids["offer"]})
+    result = ws.call("list_offer_outputs", {"offer_id": ws.ids["offer"]}).content
     assert {o["id"] for o in result["outputs"]} == {ws.ids["output"], ws.ids["older_output"]}
     assert set(result["outputs"][0]) == {"id", "agent", "title", "created_at"}
 
 
 def test_get_output_returns_full_content(ws):
-    result = ws.call("get_output", {"output_id": ws.ids["output"]})
+    result = ws.call("get_output", {"output_id": ws.ids["output"]}).content
     assert result["content"] == {"headline": "Ada headline"}
     assert result["title"] == "Ada ads"
 
 
 def test_get_campaign_status(ws):
-    result = ws.call("get_campaign_status", {"campaign_id": ws.ids["campaign"]})
+    result = ws.call("get_campaign_status", {"campaign_id": ws.ids["campaign"]}).content
     assert result["name"] == "Ada launch"
     assert result["status"] == "draft"
     assert result["briefing"] == {
@@ -141,13 +141,13 @@ def test_get_campaign_status(ws):
 
 
 def test_list_image_presets_shared_and_own(ws):
-    result = ws.call("list_image_presets")
+    result = ws.call("list_image_presets").content
     names = [(p["name"], p["shared"]) for p in result["presets"]]
     assert names == [("Editorial photo", True), ("Ada look", False)]
 
 
 def test_list_generation_models_reports_plainly(ws):
-    result = ws.call("list_generation_models")
+    result = ws.call("list_generation_models").content
     assert result["images"]["available"] is True
     assert result["images"]["provider"] == "local-draft"
     assert result["video"]["available"] is False
@@ -157,7 +157,7 @@ def test_list_generation_models_reports_plainly(ws):
         ws.services.settings, video_provider_url="https://video.example.com/v1"
     )
     ws.ctx.services = dataclasses.replace(ws.services, settings=settings)
-    configured = ws.call("list_generation_models")
+    configured = ws.call("list_generation_models").content
     assert configured["video"]["available"] is False
     assert configured["video"]["provider"] == "video.example.com"
     assert "cannot send it jobs yet" in configured["video"]["description"]
@@ -207,3 +207,14 @@ def test_argument_free_tools_reject_arguments(ws):
     assert fetch.validation_error({})
     assert fetch.validation_error({"url": ""})
     assert fetch.validation_error({"url": 5})
+
+
+def test_arguments_the_input_model_refuses_are_an_error_for_the_model(ws):
+    """What reaches `invoke` unchecked (the loop checks the schema first) and does not fit
+    the tool's input model is answered like any invalid input, not as a crash."""
+    from app.tools.invoke import invoke
+
+    ws.session.commit()
+    result = invoke(ws.services.tools.get("get_offer"), ws.ctx, {"offer_id": "seven"})
+    assert result.is_error
+    assert result.content.startswith("Invalid input for get_offer at offer_id: ")

@@ -17,6 +17,7 @@ from app.accounts.models import User
 from app.chat.attachments import pending_attachments
 from app.chat.rows import insert_message
 from app.tools.context import ToolContext
+from app.tools.invoke import invoke
 from app.workspace.attachments import AttachmentRefused, note_for, safe_filename
 from app.workspace.models import Attachment, Offer
 from tests.factories import add_conversation, add_token, store_attachment
@@ -123,8 +124,8 @@ def read_attachment(app, user_id, chat_id, attachment_id) -> dict:
             services=services,
             emit=lambda event: None,
         )
-        result = services.tools.get("read_attachment").handler(
-            ctx, {"attachment_id": attachment_id}
+        result = invoke(
+            services.tools.get("read_attachment"), ctx, {"attachment_id": attachment_id}
         )
         # The result names the file as its untrusted source (the conversation's taint).
         assert result.untrusted_sources == [
