@@ -58,11 +58,13 @@ fuzz: setup
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=0 tests/web/test_fuzz_routes.py
 	SCHEMATHESIS_EXAMPLES=500 $(VENV)/bin/pytest -o addopts="" -q tests/web/test_openapi.py
 
-# Style, and the layers of app/ (the import contracts in pyproject.toml; docs/architecture.md).
+# Style, the layers of app/ (the import contracts in pyproject.toml; docs/architecture.md)
+# and its types (mypy: [tool.mypy] in pyproject.toml, strict where the run's logic lives).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 format: setup
 	$(VENV)/bin/ruff format .

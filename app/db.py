@@ -6,10 +6,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import CursorResult, Engine, Result
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import (
     DeclarativeBase,
@@ -162,3 +162,8 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def rows_changed(result: Result[Any]) -> int:
+    """How many rows an UPDATE or DELETE changed (its cursor's count)."""
+    return int(cast(CursorResult[Any], result).rowcount)

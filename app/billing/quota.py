@@ -27,7 +27,7 @@ def next_month_start(month: str) -> str:
 
 _usage = UsageEvent.__table__
 # Read before every run of a person with an allowance: built once (also as a subquery of the
-# turn's own read, app/chat/turns.py), with `user_id` and `month` bound per call.
+# turn's own read, app/chat/turn_checks.py), with `user_id` and `month` bound per call.
 CREDITS_USED = select(func.coalesce(func.sum(_usage.c.credits), 0)).where(
     _usage.c.user_id == bindparam("user_id"), _usage.c.month == bindparam("month")
 )

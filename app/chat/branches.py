@@ -224,7 +224,7 @@ def shown_rows(
     return Tree.load(session, conversation.id).view(current_leaf(session, conversation), after)
 
 
-def show_branch(session: Session, conversation: Conversation, tree: Tree, leaf: int | None):
+def show_branch(session: Session, conversation: Conversation, tree: Tree, leaf: int | None) -> None:
     """Make the branch ending at `leaf` the shown one (the conversation is locked by the
     caller, and what waited on the branch left was closed first). A summary that covers
     rows the new branch does not have is dropped: the model's history never mixes

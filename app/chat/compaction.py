@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from app.chat.branches import branch_rows
 from app.chat.models import Conversation, Message
 from app.chat.rows import insert_message
+from app.db import rows_changed
 from app.kinds import RowKind
 from app.llm.budget import (
     estimate_blocks,
@@ -114,7 +115,8 @@ class Summarizer:
             budget = input_budget(
                 self.window, SUMMARY_MAX_TOKENS, 0, estimate_text(system) + estimate_text(previous)
             )
-            chunk, used = [], 0
+            chunk: list[str] = []
+            used = 0
             while lines:
                 line = truncate_text(lines[0], max(256, budget // 2))
                 cost = estimate_text(line) + 4
@@ -171,7 +173,7 @@ def save_summary(
         )
         .values(summary=summary, summarized_up_to_sequence=covered_now)
     )
-    if updated.rowcount != 1:
+    if rows_changed(updated) != 1:
         return None
     return insert_message(
         session,

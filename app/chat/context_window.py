@@ -92,7 +92,7 @@ class HostRequestBuilder:
         it with what else it reads or writes before the model call). `memory`: the
         person's instructions and facts, when the caller read them already."""
         settings = self.services.settings
-        conversation = session.get(Conversation, self.conversation_id)
+        conversation = session.get_one(Conversation, self.conversation_id)
         tools = tools_for_step(self.services.tools, conversation.tool_phase)
         tail = load_tail(session, conversation, settings.history_message_cap)
         instructions, facts = memory or read_memory(session, conversation.user_id)

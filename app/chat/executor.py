@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import Protocol
 
 from app.chat.run_services import RunServices
@@ -22,16 +23,16 @@ class ThreadExecutor:
     def __init__(self, services: RunServices, max_workers: int):
         self.services = services
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="run")
-        self.futures: dict[int, Future] = {}
+        self.futures: dict[int, Future[str | None]] = {}
 
     def submit(self, run_id: int) -> None:
         from app.chat.loop import execute_run
 
         future = self.pool.submit(execute_run, self.services, run_id)
         self.futures[run_id] = future
-        future.add_done_callback(lambda f, r=run_id: self._done(r, f))
+        future.add_done_callback(partial(self._done, run_id))
 
-    def _done(self, run_id: int, future: Future) -> None:
+    def _done(self, run_id: int, future: Future[str | None]) -> None:
         self.futures.pop(run_id, None)
         if future.exception() is not None:
             log.error("run %s crashed outside the loop", run_id, exc_info=future.exception())

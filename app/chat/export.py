@@ -98,7 +98,10 @@ def _card_markdown(card: dict[str, Any], card_summary: CardSummary) -> list[str]
         answer = card.get("answer") or {}
         lines.append(">")
         lines.append(f"> {markdown_inline(card.get('reason', ''))}".rstrip())
-        verdict = {True: "Allowed", False: "Declined"}.get(answer.get("approved"), "Not answered")
+        approved = answer.get("approved")
+        verdict = (
+            "Allowed" if approved is True else "Declined" if approved is False else "Not answered"
+        )
         lines.extend([">", f"> Answer: {verdict}", ""])
         return lines
     for item in card_summary(card):

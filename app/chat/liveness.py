@@ -29,7 +29,8 @@ from app.chat.models import (
     Run,
     RunStatus,
 )
-from app.db import utcnow
+from app.config import Settings
+from app.db import Database, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,11 @@ class StreamWatch:
 class LivenessMonitor:
     """The per-process thread: heartbeats for every run here, and the watchdog."""
 
-    def __init__(self, settings, database, hub, cancellations) -> None:
+    # `hub` and `cancellations` are app/chat/run_services.py's Publisher and Cancellations
+    # (which names this class: typing them here would make the two modules a circle).
+    def __init__(
+        self, settings: Settings, database: Database, hub: Any, cancellations: Any
+    ) -> None:
         self.settings = settings
         self.database = database
         self.hub = hub

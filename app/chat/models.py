@@ -6,7 +6,17 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, event, text
+from sqlalchemy import (
+    Connection,
+    ForeignKey,
+    Index,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    event,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.chat import search_index
@@ -142,13 +152,13 @@ class RunLogEntry(Base):
 
 
 @event.listens_for(Message.__table__, "after_create")
-def _create_search_index(_table, connection, **_kwargs) -> None:
+def _create_search_index(_table: Table, connection: Connection, **_kwargs: Any) -> None:
     """The full-text index lives beside the rows (app/chat/search_index.py)."""
     for statement in search_index.create_statements(connection.dialect.name):
         connection.exec_driver_sql(statement)
 
 
 @event.listens_for(Message.__table__, "before_drop")
-def _drop_search_index(_table, connection, **_kwargs) -> None:
+def _drop_search_index(_table: Table, connection: Connection, **_kwargs: Any) -> None:
     for statement in search_index.drop_statements(connection.dialect.name):
         connection.exec_driver_sql(statement)

@@ -7,7 +7,7 @@ import json
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, case, func, insert, select
-from sqlalchemy.orm import Session, make_transient_to_detached
+from sqlalchemy.orm import Session, SessionTransaction, make_transient_to_detached
 
 from app.chat.models import Conversation, Message
 from app.chat.search import index_row
@@ -66,7 +66,7 @@ _INSERT_NEXT = (
 _LOCKED = "loopdesk_locked_conversations"
 
 
-def _innermost(session: Session):
+def _innermost(session: Session) -> SessionTransaction | None:
     return session.get_nested_transaction() or session.get_transaction()
 
 
@@ -170,4 +170,5 @@ def _persistent_row(session: Session, values: dict[str, Any]) -> Message:
     row.__dict__.update(values)
     make_transient_to_detached(row)
     session.add(row)
-    return row
+    made: Message = row
+    return made

@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from typing import Any
 
 import redis
+from dramatiq import Message
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.errors import ConnectionClosed
 
@@ -40,7 +42,7 @@ class WakingRedisBroker(RedisBroker):
     def wake_channel(self, queue_name: str) -> str:
         return f"{self.namespace}:{queue_name}.wake"
 
-    def enqueue(self, message, *, delay=None):
+    def enqueue(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
         message = super().enqueue(message, delay=delay)
         if delay is None:  # (a delayed message waits in the delay queue, polled as ever)
             try:
@@ -51,7 +53,7 @@ class WakingRedisBroker(RedisBroker):
         return message
 
     @property
-    def consumer_class(self):
+    def consumer_class(self) -> type[_WakingConsumer]:
         return _WakingConsumer
 
     # -- the wake-up listener (worker processes) ----------------------------------------
@@ -113,11 +115,13 @@ class _WakingConsumer(_RedisConsumer):
     """Dramatiq's Redis consumer, except that an empty fetch waits for a wake-up rather
     than sleeping a backoff."""
 
-    def __init__(self, broker, queue_name, prefetch, timeout):
+    def __init__(
+        self, broker: WakingRedisBroker, queue_name: str, prefetch: int, timeout: int
+    ) -> None:
         super().__init__(broker, queue_name, prefetch, timeout)
         self._woken = threading.Event()
 
-    def __next__(self):
+    def __next__(self) -> Any:
         if not self.message_cache and self.outstanding_message_count < self.prefetch:
             self._woken.clear()  # from here on, an enqueue's wake-up ends the wait below
             try:

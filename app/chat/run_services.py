@@ -74,9 +74,13 @@ class RunServices(Protocol):
     settings: Settings
     database: Database
     model: ModelClient
-    hub: Publisher
     tools: ToolRegistry
     agents: AgentCatalog
     cancellations: Cancellations
     calibration: Calibration
     liveness: LivenessMonitor
+
+    @property
+    def hub(self) -> Publisher: ...
+
+    def close(self) -> None: ...

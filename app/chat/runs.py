@@ -20,7 +20,7 @@ from app.chat.models import (
 )
 from app.chat.rows import note_conversation_locked
 from app.chat.shapes import is_confirmation
-from app.db import as_loaded, utcnow
+from app.db import as_loaded, rows_changed, utcnow
 from app.kinds import CardStatus, RowKind
 
 
@@ -162,7 +162,7 @@ def finish_run(session: Session, run_id: int, status: RunStatus, error: str | No
     finished = session.execute(
         _FINISH, {"run_id": run_id, "status": status, "now": utcnow(), "error": error}
     )
-    if finished.rowcount != 1:
+    if rows_changed(finished) != 1:
         return False
     released = ConversationStatus.ERROR if status == RunStatus.ERROR else ConversationStatus.IDLE
     # A Core update: the run's finishing transactions load no conversation object first
@@ -186,7 +186,7 @@ def cancel_active_run(session: Session, conversation_id: int) -> Run | None:
         .where(Run.id == run.id, Run.status.in_(ACTIVE_RUN_STATUSES))
         .values(status=RunStatus.CANCELLED, finished_at=utcnow(), error="Stopped by the person.")
     )
-    if result.rowcount != 1:
+    if rows_changed(result) != 1:
         return None
     _release_conversation(session, run.id, ConversationStatus.IDLE)
     return run

@@ -87,7 +87,9 @@ def search_terms(query: str) -> list[str]:
     return _TERM.findall(query.lower())[:MAX_TERMS]
 
 
-def search(session: Session, user_id: int, query: str, limit: int = 20, offset: int = 0):
+def search(
+    session: Session, user_id: int, query: str, limit: int = 20, offset: int = 0
+) -> SearchPage:
     """Ranked hits for `query` among `user_id`'s chats. The first page begins with up to
     TITLE_HITS chats whose title has every word; rows follow, `limit` a page."""
     terms = search_terms(query)
@@ -183,7 +185,9 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def _row_hits(session: Session, user_id: int, terms: list[str], limit: int, offset: int):
+def _row_hits(
+    session: Session, user_id: int, terms: list[str], limit: int, offset: int
+) -> list[Hit]:
     sqlite = session.get_bind().dialect.name == "sqlite"
     statement = _SQLITE_ROWS if sqlite else _POSTGRES_ROWS
     match = (

@@ -9,18 +9,20 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import ColumnElement, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app import events as ev
 from app.chat.conversations import conversation_dict, row_dict
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, ConversationStatus, Run, RunStatus
 from app.chat.rows import insert_message
-from app.db import utcnow
+from app.chat.run_services import Publisher
+from app.db import Database, rows_changed, utcnow
 from app.kinds import RowKind
 
 log = logging.getLogger(__name__)
@@ -37,11 +39,11 @@ class Reclaimed:
     conversation: dict[str, Any]
 
 
-def _stale_before(stale_seconds: float):
+def _stale_before(stale_seconds: float) -> datetime:
     return utcnow() - timedelta(seconds=stale_seconds)
 
 
-def _last_sign_of_life():
+def _last_sign_of_life() -> ColumnElement[datetime]:
     return func.coalesce(Run.heartbeat_at, Run.started_at, Run.created_at)
 
 
@@ -54,7 +56,7 @@ def reclaim_run(session: Session, run: Run) -> Reclaimed | None:
             status=RunStatus.ERROR, finished_at=utcnow(), error="interrupted: heartbeat stopped"
         )
     )
-    if result.rowcount != 1:
+    if rows_changed(result) != 1:
         return None
     log.warning(
         "run %s: no sign of life since %s (created %s, started %s); reclaiming",
@@ -76,13 +78,15 @@ def reclaim_run(session: Session, run: Run) -> Reclaimed | None:
         .where(Conversation.id == run.conversation_id)
         .values(status=ConversationStatus.IDLE, active_run_id=None, updated_at=utcnow())
     )
-    conversation = session.get(Conversation, run.conversation_id)
+    conversation = session.get_one(Conversation, run.conversation_id)
     return Reclaimed(
         run.id, run.conversation_id, run.user_id, row_dict(row), conversation_dict(conversation)
     )
 
 
-def stale_runs(session: Session, stale_seconds: float, conversation_id: int | None = None):
+def stale_runs(
+    session: Session, stale_seconds: float, conversation_id: int | None = None
+) -> Sequence[Run]:
     query = select(Run).where(
         Run.status.in_(ACTIVE_RUN_STATUSES), _last_sign_of_life() < _stale_before(stale_seconds)
     )
@@ -107,10 +111,10 @@ def release_orphans(session: Session, conversation_id: int | None = None) -> int
     )
     if conversation_id is not None:
         query = query.where(Conversation.id == conversation_id)
-    return session.execute(query.execution_options(synchronize_session=False)).rowcount
+    return rows_changed(session.execute(query.execution_options(synchronize_session=False)))
 
 
-def announce(hub, reclaimed: list[Reclaimed]) -> None:
+def announce(hub: Publisher, reclaimed: list[Reclaimed]) -> None:
     """Open pages see the interrupted row, the live area close and the composer free up."""
     for item in reclaimed:
         hub.publish(item.conversation_id, ev.RowPersisted(item.row, item.run_id))
@@ -118,7 +122,9 @@ def announce(hub, reclaimed: list[Reclaimed]) -> None:
         hub.publish_user(item.user_id, ev.ConversationChanged(item.conversation))
 
 
-def reclaim_if_stale(session: Session, conversation_id: int, stale_seconds: float):
+def reclaim_if_stale(
+    session: Session, conversation_id: int, stale_seconds: float
+) -> list[Reclaimed]:
     """The on-read check for one conversation, inside the caller's transaction (the
     caller commits, then announces)."""
     return [
@@ -128,7 +134,7 @@ def reclaim_if_stale(session: Session, conversation_id: int, stale_seconds: floa
     ]
 
 
-def sweep(database, hub, stale_seconds: float) -> list[Reclaimed]:
+def sweep(database: Database, hub: Publisher, stale_seconds: float) -> list[Reclaimed]:
     """Reclaim every stale run, a conversation a transaction."""
     with database.session() as session:
         conversation_ids = {run.conversation_id for run in stale_runs(session, stale_seconds)}
@@ -149,7 +155,7 @@ class StaleSweeper:
     """The periodic sweep, one thread per process (web and worker alike). Jittered so
     several processes do not sweep in lockstep; the compare-and-set makes overlap safe."""
 
-    def __init__(self, database, hub, stale_seconds: float) -> None:
+    def __init__(self, database: Database, hub: Publisher, stale_seconds: float) -> None:
         self.database = database
         self.hub = hub
         self.stale_seconds = stale_seconds

@@ -100,7 +100,7 @@ def stop_active_run(session: Session, hub: Publisher, conversation_id: int) -> S
 
 def _wrote_nothing(session: Session, conversation_id: int) -> bool:
     """Nothing was written on the shown branch since it was chosen."""
-    conversation = session.get(Conversation, conversation_id)
+    conversation = session.get_one(Conversation, conversation_id)
     return current_leaf(session, conversation) == conversation.branch_leaf_sequence
 
 

@@ -16,7 +16,7 @@ import zipfile
 from collections.abc import Iterable
 from typing import IO, Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.chat.export import CardSummary, export_conversation
@@ -79,7 +79,7 @@ def file_bytes(session: Session, user_id: int) -> int:
                 VisualAsset.user_id == user_id
             )
         )
-    return int(attachments) + int(assets)
+    return int(attachments or 0) + int(assets or 0)
 
 
 def build_archive(
@@ -101,13 +101,13 @@ def build_archive(
     return archive
 
 
-def _write_all(database: Database, z: _CappedZip, user_id: int, card_summary) -> None:
+def _write_all(database: Database, z: _CappedZip, user_id: int, card_summary: CardSummary) -> None:
     with database.session() as session:
         for chat_id in _ids(
             session, select(Conversation.id).where(Conversation.user_id == user_id)
         ):
             with read_transaction(session):
-                exported = export_conversation(session, session.get(Conversation, chat_id))
+                exported = export_conversation(session, session.get_one(Conversation, chat_id))
             z.writestr(f"chats/{chat_id}.md", exported.as_markdown(card_summary))
             z.writestr(f"chats/{chat_id}.json", _json(exported.as_json()))
             session.expunge_all()
@@ -130,7 +130,7 @@ def _write_files(session: Session, z: _CappedZip, user_id: int) -> None:
     assets = []
     for asset_id in _ids(session, select(VisualAsset.id).where(VisualAsset.user_id == user_id)):
         with read_transaction(session):
-            asset = session.get(VisualAsset, asset_id)
+            asset = session.get_one(VisualAsset, asset_id)
             record = _record(asset, skip=("data",))
             data = asset.data
         if data:
@@ -143,7 +143,7 @@ def _write_files(session: Session, z: _CappedZip, user_id: int) -> None:
     attachments = []
     for attachment_id in _ids(session, select(Attachment.id).where(Attachment.user_id == user_id)):
         with read_transaction(session):
-            attachment = session.get(Attachment, attachment_id)
+            attachment = session.get_one(Attachment, attachment_id)
             record = _record(attachment, skip=("data", "text"))
             data = attachment.data
         record["file"] = f"attachments/{attachment_id}-{safe_filename(attachment.filename)}"
@@ -153,12 +153,12 @@ def _write_files(session: Session, z: _CappedZip, user_id: int) -> None:
     z.writestr("attachments.json", _json(attachments))
 
 
-def _ids(session: Session, query) -> list[int]:
+def _ids(session: Session, query: Select[Any]) -> list[int]:
     with read_transaction(session):
         return list(session.scalars(query.order_by(query.selected_columns[0])))
 
 
-def _owned(session: Session, model, user_id: int) -> Iterable[Any]:
+def _owned(session: Session, model: Any, user_id: int) -> Iterable[Any]:
     return session.scalars(select(model).where(model.user_id == user_id).order_by(model.id))
 
 

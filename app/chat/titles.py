@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 from app.chat.conversations import conversation_dict
 from app.chat.models import TITLE_DEFAULT, TITLE_MESSAGE, TITLE_MODEL, Conversation, Message, Run
 from app.chat.run_services import RunServices
-from app.db import read_transaction
+from app.db import read_transaction, rows_changed
 from app.events import ConversationChanged
 from app.kinds import RowKind
 from app.llm.errors import ModelError, StreamCancelled
@@ -146,11 +146,15 @@ def tidy_title(title: str) -> str:
 def _store(services: RunServices, conversation_id: int, title: str) -> ConversationChanged | None:
     """The title, unless the person named the chat while the model was thinking."""
     with services.database.session() as session:
-        written = session.execute(
-            update(Conversation)
-            .where(Conversation.id == conversation_id, Conversation.title_source.in_(REPLACEABLE))
-            .values(title=title, title_source=TITLE_MODEL)
-        ).rowcount
+        written = rows_changed(
+            session.execute(
+                update(Conversation)
+                .where(
+                    Conversation.id == conversation_id, Conversation.title_source.in_(REPLACEABLE)
+                )
+                .values(title=title, title_source=TITLE_MODEL)
+            )
+        )
         conversation = session.get(Conversation, conversation_id) if written else None
         changed = ConversationChanged(conversation_dict(conversation)) if conversation else None
         session.commit()

@@ -7,34 +7,30 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import bindparam, func, select
-from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy import bindparam, select
+from sqlalchemy.orm import Session
 
-from app.accounts.models import User
-from app.billing.quota import CREDITS_USED, allowance_used_up, month_of
 from app.chat.attachments import pending_attachments
 from app.chat.branches import Tree, current_leaf, show_branch
 from app.chat.models import (
-    ACTIVE_RUN_STATUSES,
     TITLE_DEFAULT,
     TITLE_MESSAGE,
     Conversation,
     Message,
     Run,
 )
-from app.chat.rows import insert_message, insert_tool_result, note_conversation_locked
+from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_services import RunServices
 from app.chat.runs import (
     RunConflict,
-    active_run,
     approved_not_run,
     awaiting_card,
-    lock_conversation,
     start_run,
     waiting,
 )
 from app.chat.search import index_row
 from app.chat.shapes import is_confirmation
+from app.chat.turn_checks import TurnRejected, locked_conversation, locked_idle_conversation
 from app.config import Settings
 from app.error_codes import ErrorCode
 from app.kinds import CardStatus, RowKind
@@ -42,147 +38,11 @@ from app.tools.context import ToolContext
 from app.tools.results import ToolFailure
 from app.workspace.attachments import file_chips, note_for
 
-# How long a person over the concurrent-run cap is asked to wait before trying again.
-TOO_MANY_RUNS_RETRY_SECONDS = 5
-
-
-class TurnRejected(Exception):
-    def __init__(self, status: int, code: ErrorCode, message: str, retry_after: int | None = None):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.retry_after = retry_after
-
 
 @dataclass
 class StartedTurn:
     run: Run
     rows: list[Message] = field(default_factory=list)
-
-
-@dataclass
-class TurnLock:
-    """What a turn's first read holds until its commit: the person's conversation and their
-    monthly allowance, both rows locked."""
-
-    conversation: Conversation
-    allowance: int | None
-    transaction: Any  # the transaction holding the locks
-
-
-_runs = Run.__table__
-# A turn's first read: ownership, the conversation and the person's allowance, in one
-# statement built once. Both rows are locked (SQLite's write lock is already held from
-# BEGIN IMMEDIATE; PostgreSQL locks both in this statement): the conversation so its
-# writers take turns, the person so that two turns started at once in different chats
-# cannot both pass the count of runs in flight. That count is a statement of its own, after
-# this one: a PostgreSQL statement sees what was committed when it began, before any wait
-# for these locks. NO KEY UPDATE leaves inserts that merely reference either row unblocked.
-_LOCK_FOR_TURN = (
-    select(Conversation, User.monthly_credits)
-    .join(User, User.id == Conversation.user_id)
-    .where(Conversation.id == bindparam("conversation_id"), User.id == bindparam("user_id"))
-    .with_for_update(of=[Conversation.__table__, User.__table__], key_share=True)
-    # The row as locked, even if this session loaded it before.
-    .execution_options(populate_existing=True)
-)
-_RUNS_IN_FLIGHT = select(func.count(_runs.c.id)).where(
-    _runs.c.user_id == bindparam("user_id"), _runs.c.status.in_(ACTIVE_RUN_STATUSES)
-)
-# With an allowance, the credits used this month come in the same round trip.
-_RUNS_IN_FLIGHT_AND_CREDITS_USED = select(
-    _RUNS_IN_FLIGHT.scalar_subquery(), CREDITS_USED.scalar_subquery()
-)
-_TURN_LOCK = "loopdesk_turn_lock"
-
-
-def lock_for_turn(session: Session, conversation_id: int, user_id: int) -> TurnLock | None:
-    """The person's conversation and allowance, locked for this transaction; None when the
-    conversation is not theirs (or gone). Read once a transaction: the request's ownership
-    check (app.web.access) and the turn share it."""
-    held = session.info.get(_TURN_LOCK)
-    if (
-        isinstance(held, TurnLock)
-        and held.transaction is _innermost_transaction(session)
-        and held.conversation.id == conversation_id
-        and held.conversation.user_id == user_id
-    ):
-        return held
-    found = session.execute(
-        _LOCK_FOR_TURN, {"conversation_id": conversation_id, "user_id": user_id}
-    ).first()
-    if found is None:
-        return None
-    note_conversation_locked(session, conversation_id)
-    held = TurnLock(found.Conversation, found.monthly_credits, _innermost_transaction(session))
-    session.info[_TURN_LOCK] = held
-    return held
-
-
-def _innermost_transaction(session: Session) -> SessionTransaction | None:
-    return session.get_nested_transaction() or session.get_transaction()
-
-
-def _refuse_if_busy(session: Session, conversation: Conversation) -> None:
-    """409 while a run is in flight in the conversation. Its row names the active run
-    (set and cleared in the transactions that start and end runs); the runs are read only
-    when it names one, so a pointer left behind never refuses a turn. The unique index on
-    active runs stays the backstop (`start_run`)."""
-    if conversation.active_run_id is not None and active_run(session, conversation.id):
-        raise TurnRejected(
-            409,
-            ErrorCode.RUN_IN_FLIGHT,
-            "A reply is already being written in this chat. Wait for it or press Stop.",
-        )
-
-
-def _locked_idle(session: Session, conversation_id: int, user_id: int) -> Conversation:
-    """The person's conversation, locked, with no run in flight (404 / 409 otherwise)."""
-    conversation = lock_conversation(session, conversation_id)
-    if conversation is None or conversation.user_id != user_id:
-        raise TurnRejected(404, ErrorCode.NOT_FOUND, "Not found.")
-    _refuse_if_busy(session, conversation)
-    return conversation
-
-
-def _locked(
-    session: Session, settings: Settings, conversation_id: int, user_id: int
-) -> Conversation:
-    """The conversation, locked, once every check that refuses a turn has passed (404,
-    409, then the person's limits); nothing is written before this returns."""
-    locked = lock_for_turn(session, conversation_id, user_id)
-    if locked is None:
-        raise TurnRejected(404, ErrorCode.NOT_FOUND, "Not found.")
-    _refuse_if_busy(session, locked.conversation)
-    _check_person_limits(session, settings, user_id, locked.allowance)
-    return locked.conversation
-
-
-def _check_person_limits(
-    session: Session, settings: Settings, user_id: int, allowance: int | None
-) -> None:
-    """The monthly credit allowance, then the cap on runs in flight across all of the
-    person's conversations: one read, under the person's lock (`lock_for_turn`)."""
-    if allowance is None:
-        in_flight = session.scalar(_RUNS_IN_FLIGHT, {"user_id": user_id})
-    else:
-        month = month_of()
-        in_flight, used = session.execute(  # (a count: never NULL)
-            _RUNS_IN_FLIGHT_AND_CREDITS_USED, {"user_id": user_id, "month": month}
-        ).one()
-        problem = allowance_used_up(allowance, int(used or 0), month)
-        if problem:
-            raise TurnRejected(402, ErrorCode.QUOTA_EXCEEDED, problem)
-    if (in_flight or 0) >= settings.max_concurrent_runs:
-        raise TurnRejected(
-            429,
-            ErrorCode.TOO_MANY_RUNS,
-            f"You already have {in_flight} {'reply' if in_flight == 1 else 'replies'} being "
-            "written in other chats. "
-            "Wait for one to finish (or stop one), then send this again.",
-            retry_after=TOO_MANY_RUNS_RETRY_SECONDS,
-        )
 
 
 def _tool_result_row(
@@ -222,7 +82,7 @@ def submit_message(
     """A new message. A card still waiting is dismissed with the message, so the
     conversation never deadlocks on an unanswered question. `untrusted`: the untrusted
     content the text was written from (a starter made from a web page), kept on its row."""
-    conversation = _locked(session, settings, conversation_id, user_id)
+    conversation = locked_conversation(session, settings, conversation_id, user_id)
     rows = _close_waiting(session, conversation.id, {"dismissed": True, "user_message": text})
     # The model is told about files attached since the person last wrote (the visible
     # row keeps just what they typed).
@@ -337,7 +197,7 @@ def submit_regenerate(
 ) -> StartedTurn:
     """A new answer to the person's message that a host row answers, beside the old one:
     the branch shown ends at that message and a run answers it anew."""
-    conversation = _locked(session, settings, conversation_id, user_id)
+    conversation = locked_conversation(session, settings, conversation_id, user_id)
     tree = Tree.load(session, conversation.id)
     answer = _row_or_404(tree, sequence, *ANSWER_KINDS)
     if answer.role != "assistant":
@@ -360,7 +220,7 @@ def submit_edit(
 ) -> StartedTurn:
     """A new version of one of the person's messages, beside the old one, answered anew
     (`untrusted` as for `submit_message`)."""
-    conversation = _locked(session, settings, conversation_id, user_id)
+    conversation = locked_conversation(session, settings, conversation_id, user_id)
     tree = Tree.load(session, conversation.id)
     original = _row_or_404(tree, sequence, "user")
     fork = original.parent_sequence
@@ -413,7 +273,7 @@ def _note_of(row: Message) -> str:
 def choose_branch(session: Session, conversation_id: int, user_id: int, sequence: int) -> bool:
     """Show the branch through the row `sequence`: the one already shown when it runs
     through that row, else that row's newest branch. True when the shown branch changed."""
-    conversation = _locked_idle(session, conversation_id, user_id)
+    conversation = locked_idle_conversation(session, conversation_id, user_id)
     tree = Tree.load(session, conversation.id)
     if sequence not in tree.rows:
         raise TurnRejected(404, ErrorCode.NOT_FOUND, "There is no such message in this chat.")
@@ -431,7 +291,7 @@ def submit_tool_response(
     result: dict[str, Any],
 ) -> StartedTurn:
     """The person's answer to the card that is waiting; it resumes the run."""
-    conversation = _locked(session, services.settings, conversation_id, user_id)
+    conversation = locked_conversation(session, services.settings, conversation_id, user_id)
     card_row = awaiting_card(session, conversation.id)
     if card_row is None or card_row.meta.get("awaiting") != tool_use_id:
         raise TurnRejected(

@@ -13,6 +13,7 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
 from app.chat.run_queue import WakingRedisBroker
+from app.chat.run_services import RunServices
 from app.config import Settings
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def _run_chat(run_id: int) -> None:
         log.info("run %s is %s: message dropped", run_id, current or "unknown")
 
 
-def declare_actor(broker: RedisBroker, settings: Settings) -> dramatiq.Actor:
+def declare_actor(broker: RedisBroker, settings: Settings) -> dramatiq.Actor[[int], None]:
     """The one actor. No retries: a failed run has told the person already, and a run
     that died mid-way is reclaimed by the staleness sweep, never replayed."""
     return dramatiq.Actor(
@@ -80,7 +81,7 @@ class DramatiqExecutor:
         self.broker.close()
 
 
-def start_worker(services, threads: int) -> None:
+def start_worker(services: RunServices, threads: int) -> None:
     """Consume runs until SIGTERM or SIGINT (what `flask worker` calls)."""
     global _services
     from app.chat.stale import StaleSweeper

@@ -10,7 +10,7 @@ from flask_login import current_user
 
 from app.chat.models import Conversation, ConversationStatus
 from app.chat.stale import announce, reclaim_if_stale
-from app.chat.turns import lock_for_turn
+from app.chat.turn_checks import lock_for_turn
 from app.db import read_transaction
 from app.web.identity import db_session
 
@@ -39,7 +39,7 @@ def owned_conversation(conversation_id: int) -> Conversation:
 
 def owned_conversation_for_turn(conversation_id: int) -> Conversation:
     """`owned_conversation` for a request that starts a turn: the same read checks
-    ownership and takes the turn's locks (`app.chat.turns.lock_for_turn`), so the turn
+    ownership and takes the turn's locks (`app.chat.turn_checks.lock_for_turn`), so the turn
     does not read the conversation again."""
     locked = lock_for_turn(db_session(), conversation_id, current_user.id)
     if locked is None:

@@ -16,7 +16,8 @@ from app.chat.models import Conversation
 from app.chat.runs import lock_active_run, lock_conversation
 from app.chat.stop import stop_active_run
 from app.chat.turn import BRANCHING, Edit, NewMessage, Turn, submit_turn
-from app.chat.turns import StartedTurn, TurnRejected, choose_branch
+from app.chat.turn_checks import TurnRejected
+from app.chat.turns import StartedTurn, choose_branch
 from app.events import BranchChanged, ConversationChanged, RowPersisted, Status
 from app.web.errors import ApiError
 from app.web.identity import db_session
