@@ -27,7 +27,7 @@ from app.chat.models import Conversation, Message, Run
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_services import Publisher
 from app.chat.runs import cancel_active_run
-from app.kinds import RowKind
+from app.kinds import CardStatus, RowKind
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ def stop_active_run(session: Session, hub: Publisher, conversation_id: int) -> S
             CANCELLED_RESULT,
             is_error=True,
         )
+        stopped.rows.extend(_close_card_of(tail, tool_use["id"]))
     partial = _streamed_text(hub, conversation_id, run.id)
     if partial and _already_kept(tail, partial):
         partial = ""  # the whole turn was persisted just before; its row will show
@@ -96,6 +97,18 @@ def stop_active_run(session: Session, hub: Publisher, conversation_id: int) -> S
         )
     stopped.rows.append(row)
     return stopped
+
+
+def _close_card_of(tail: list[Message], tool_use_id: str) -> list[Message]:
+    """The card that asks for the call's answer, closed as dismissed: a stop that lands
+    after the card was written and before its run paused on it ends the card too (its
+    call has its result now, so an answer to it would be a second one)."""
+    for row in tail:
+        if row.kind == RowKind.CARD and row.meta.get("awaiting") == tool_use_id:
+            card = {**row.meta.get("card", {}), "status": CardStatus.DISMISSED}
+            row.meta = {**row.meta, "card": card, "awaiting": None}
+            return [row]
+    return []
 
 
 def _wrote_nothing(session: Session, conversation_id: int) -> bool:

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import time
 
+from sqlalchemy import update
+
+from app.chat.models import Conversation, ConversationStatus, Run, RunStatus
 from app.chat.stop import CANCELLED_RESULT
 from app.events import TextDelta
 from app.llm.demo import agent_output
+from app.workspace.models import Offer
 from tests.fake_model import Turn, text, tool_use
 from tests.waiting import eventually, scaled
 
@@ -259,3 +263,47 @@ def test_stop_still_works_when_the_live_state_cannot_be_read(app, chat, fake_mod
         ("user", None),
         ("notice", True),
     ]
+
+
+def test_a_stop_after_the_card_was_written_closes_the_card(app, chat, fake_model):
+    """The card row commits while its run still runs (the run pauses on it a moment
+    later): a stop in between cancels the call and closes its card, so the card can no
+    longer be answered and the call has exactly one result."""
+    with app.extensions["database"].session() as session:
+        session.add(Offer(user_id=chat.user_id, name="Calm Mornings", description="Coaching"))
+        session.commit()
+    fake_model.script(
+        Turn(
+            text("Which one?"),
+            tool_use("select_offer", {"prompt": "Which offer?"}, id="toolu_gap"),
+        )
+    )
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "Make a quiz")
+    assert chat.wait(run_id)["status"] == "awaiting"
+    with app.extensions["database"].session() as session:  # back to the moment before the pause
+        session.execute(update(Run).where(Run.id == run_id).values(status=RunStatus.RUNNING))
+        session.execute(
+            update(Conversation)
+            .where(Conversation.id == chat_id)
+            .values(active_run_id=run_id, status=ConversationStatus.STREAMING)
+        )
+        session.commit()
+
+    _stop(chat, chat_id)
+
+    card = next(r for r in chat.rows(chat_id) if r["kind"] == "card")["card"]
+    assert card["status"] == "dismissed"
+    refused = chat.answer(chat_id, "toolu_gap", {"offer_id": 1})
+    assert refused.status_code == 409
+    assert refused.get_json()["error"]["code"] == "CARD_NOT_AWAITING"
+    fake_model.script("All right.")
+    assert chat.wait(chat.send(chat_id, "Never mind"))["status"] == "completed"
+    assert fake_model.rejections == []
+    results = [
+        block
+        for message in fake_model.requests[-1]["messages"]
+        for block in (message["content"] if isinstance(message["content"], list) else [])
+        if block.get("type") == "tool_result"
+    ]
+    assert [(b["tool_use_id"], b["content"]) for b in results] == [("toolu_gap", CANCELLED_RESULT)]
