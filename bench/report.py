@@ -676,6 +676,17 @@ def budget_29_table(results: dict) -> str:
     )
 
 
+def budget_31_table(results: dict) -> str:
+    from bench.suite import budget_line
+
+    line = budget_line(results.get("suite", {}))
+    return table(
+        ["budget (issue 31)", "status", "measured"],
+        [[line["budget"], line["status"], line["detail"]]],
+        text_columns=3,
+    )
+
+
 def startup_table(startup: dict) -> str:
     rows = [
         [
@@ -920,6 +931,10 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
         "",
         budget_29_table(results),
         "",
+        "## Budget (issue 31)",
+        "",
+        budget_31_table(results),
+        "",
     ]
     if ANALYSIS.exists():
         # Written by hand: why a line misses (measured) and what was tried.
@@ -974,6 +989,19 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
             "(bench/stall.py says what each phase drives).",
             "",
             stall_table(stall),
+            "",
+        ]
+    suite = results.get("suite")
+    if suite:
+        from bench.suite import format_table as suite_table
+
+        out += [
+            "## Suite under load",
+            "",
+            f"`make test` on a fresh clone of {suite['commit']} ({suite['started_at']}), run "
+            "after run while another process keeps every core busy (bench/suite.py).",
+            "",
+            suite_table(suite),
             "",
         ]
     startup = results.get("startup")
