@@ -5,6 +5,7 @@ from app.agents.models import Guideline, GuidelineChange
 from app.billing.models import UsageEvent
 from app.chat.models import Conversation, Message, Run, RunLogEntry
 from app.db import Base
+from app.mcp.models import McpServer
 from app.memory.models import MemoryChange, UserMemory
 from app.workspace.models import (
     Attachment,
@@ -28,6 +29,7 @@ __all__ = [
     "GuidelineChange",
     "ImagePreset",
     "MemoryChange",
+    "McpServer",
     "Message",
     "Offer",
     "Output",

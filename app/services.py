@@ -14,6 +14,8 @@ from app.config import Settings
 from app.db import Database
 from app.llm.budget import Calibration
 from app.llm.client import ModelClient, make_anthropic
+from app.mcp.client import McpClient
+from app.mcp.sealing import SecretBox
 from app.stream import make_hub
 from app.stream.hub import Hub
 from app.tools.build import build_registry
@@ -31,8 +33,14 @@ class Services:
     cancellations: Cancellations = field(default_factory=Cancellations)
     calibration: Calibration = field(default_factory=Calibration)
     liveness: LivenessMonitor = None  # type: ignore[assignment]
+    # MCP servers: the bridge process that calls them, and the key their secrets are sealed
+    # with (app/mcp/).
+    mcp: McpClient = field(default_factory=McpClient)
+    secrets: SecretBox = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        if self.secrets is None:
+            self.secrets = SecretBox(self.settings.secret_key)
         if self.liveness is None:
             self.liveness = LivenessMonitor(
                 self.settings, self.database, self.hub, self.cancellations
@@ -41,6 +49,7 @@ class Services:
     def close(self) -> None:
         self.liveness.stop()
         self.model.close()
+        self.mcp.close()
         self.hub.close()
         self.database.dispose()
 

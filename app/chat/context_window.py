@@ -30,6 +30,7 @@ from app.llm.budget import (
     input_budget,
 )
 from app.memory.store import memory_prompt, read_memory
+from app.tools.registry import ToolRegistry
 
 HOST_MAX_TOKENS = 8_192
 COMPACT_THRESHOLD = 0.85  # of the input budget
@@ -50,6 +51,9 @@ class HostRequestBuilder:
     services: Any
     conversation_id: int
     calibration: Calibration
+    # The run's tools (the process's own and the person's MCP servers'); None: the
+    # process's own.
+    registry: ToolRegistry | None = None
 
     def prepare(
         self,
@@ -93,7 +97,7 @@ class HostRequestBuilder:
         person's instructions and facts, when the caller read them already."""
         settings = self.services.settings
         conversation = session.get_one(Conversation, self.conversation_id)
-        tools = tools_for_step(self.services.tools, conversation.tool_phase)
+        tools = tools_for_step(self.registry or self.services.tools, conversation.tool_phase)
         tail = load_tail(session, conversation, settings.history_message_cap)
         instructions, facts = memory or read_memory(session, conversation.user_id)
         system = build_system_prompt(conversation, tools, memory_prompt(instructions, facts))

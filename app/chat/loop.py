@@ -38,6 +38,7 @@ from app.chat.steps import RunSteps
 from app.chat.taint import typed_urls, untrusted_sources
 from app.chat.titles import propose_title
 from app.chat.tool_calls import ToolCalls
+from app.chat.toolset import run_tools
 from app.db import utcnow
 from app.kinds import RowKind
 from app.llm.client import AssistantTurn, StreamCallbacks
@@ -52,6 +53,7 @@ from app.llm.errors import (
 )
 from app.memory.models import UserMemory
 from app.memory.store import memory_parts
+from app.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +84,7 @@ def execute_run(services: RunServices, run_id: int) -> str | None:
         # Before the claim commits: a Stop that follows it finds the run executing here.
         services.cancellations.executing(run_id)
         ids = RunIds(run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index)
-        host = HostLoop(services, ids)
+        host = HostLoop(services, ids, run_tools(session, services, claimed.user_id))
         opening: Opening | None
         try:
             opening = host.start(session)
@@ -113,15 +115,17 @@ class HostLoop:
     """One run of the host model: its identity and state, the frames it sends, its guard,
     its tool calls (app/chat/tool_calls.py) and its end (app/chat/run_end.py)."""
 
-    def __init__(self, services: RunServices, ids: RunIds):
+    def __init__(self, services: RunServices, ids: RunIds, registry: ToolRegistry | None = None):
         self.services = services
+        # The run's tools: the process's own and the person's MCP servers' (chat/toolset.py).
+        self.registry = registry or services.tools
         self.settings = services.settings
         self.ids = ids
         log_ = RunLog(services.database, services.settings, ids.run_id, ids.conversation_id)
-        self.state = RunState(ids, log_, RunSteps(ids.run_id, services.tools))
+        self.state = RunState(ids, log_, RunSteps(ids.run_id, self.registry))
         self.frames = RunFrames(services.hub, self.state)
         self.guard = RunGuard(ids.run_id, services.cancellations)
-        self.tools = ToolCalls(services, self.state, self.frames, self.guard)
+        self.tools = ToolCalls(services, self.state, self.frames, self.guard, self.registry)
 
     def start(self, session: Session) -> Opening:
         """Everything before the first model call, in the transaction that claims the run:
@@ -300,7 +304,7 @@ class HostLoop:
 
     def request_builder(self) -> HostRequestBuilder:
         return HostRequestBuilder(
-            self.services, self.ids.conversation_id, self.services.calibration
+            self.services, self.ids.conversation_id, self.services.calibration, self.registry
         )
 
     def draft(self, tool_choice: dict[str, str], wrap_up: bool) -> Draft:

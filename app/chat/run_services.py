@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from app.events import Event
     from app.llm.budget import Calibration
     from app.llm.client import ModelClient
+    from app.mcp.client import McpClient
+    from app.mcp.sealing import SecretBox
     from app.tools.registry import ToolRegistry
 
 
@@ -74,6 +76,8 @@ class RunServices(Protocol):
     settings: Settings
     database: Database
     model: ModelClient
+    mcp: McpClient
+    secrets: SecretBox
     tools: ToolRegistry
     agents: AgentCatalog
     cancellations: Cancellations

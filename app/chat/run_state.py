@@ -76,11 +76,13 @@ class RunState:
         self, tool: Tool | None, result: ToolResult, context: ToolContext | None = None
     ) -> list[dict[str, Any]]:
         """The untrusted content a result carries; the conversation is tainted from now."""
-        if result.is_error:
-            return []
-        found = list(result.untrusted_sources) + list(context.read_untrusted if context else [])
-        if tool is not None and tool.untrusted and not found:
-            found = [{"tool": tool.name}]
+        found = list(result.untrusted_sources)
+        # Our own failure text carries nothing from outside (an outside server's error
+        # does: it comes with its sources).
+        if not result.is_error:
+            found += list(context.read_untrusted if context else [])
+            if tool is not None and tool.untrusted and not found:
+                found = [{"tool": tool.name}]
         for source in found:
             if source not in self.sources:
                 self.sources.append(source)

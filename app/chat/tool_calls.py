@@ -27,7 +27,7 @@ from app.kinds import CardStatus, RowKind
 from app.llm.client import AssistantTurn
 from app.tools.context import ToolContext
 from app.tools.invoke import invoke
-from app.tools.registry import Tool
+from app.tools.registry import Tool, ToolRegistry
 from app.tools.results import Pause, ToolResult
 
 # A model turn's tool_use block (or the approved call a card carries: its id and name).
@@ -43,8 +43,17 @@ class ToolCalls:
     """The run's tool calls: they read and widen its taint, count its billable calls, log
     and record each call as a step, and send their rows as frames."""
 
-    def __init__(self, services: RunServices, state: RunState, frames: RunFrames, guard: RunGuard):
+    def __init__(
+        self,
+        services: RunServices,
+        state: RunState,
+        frames: RunFrames,
+        guard: RunGuard,
+        registry: ToolRegistry | None = None,
+    ):
         self.services = services
+        # The run's tools: the process's own and the person's MCP servers' (chat/toolset.py).
+        self.registry = registry or services.tools
         self.state = state
         self.ids = state.ids
         self.frames = frames
@@ -91,7 +100,7 @@ class ToolCalls:
         for tool_use in turn.tool_uses:
             self.guard.check()
             name = tool_use["name"]
-            tool = self.services.tools.get(name)
+            tool = self.registry.get(name)
             if tool is None:
                 self.record_result(
                     tool_use, name, ToolResult(f"There is no tool named {name}.", True)
@@ -118,7 +127,7 @@ class ToolCalls:
         if checked.problem:
             self.record_result(tool_use, name, ToolResult(checked.problem, True), checked.coerced)
             return None
-        if self.state.tainted:
+        if self.state.tainted or tool.held_always:
             held = held_for_approval(tool, checked.arguments, self.state.typed_urls)
             if held is not None:
                 return held
@@ -241,7 +250,7 @@ class ToolCalls:
         card = self.claim_approved_card()
         if card is None:
             return False
-        tool = self.services.tools.get(card["tool"])
+        tool = self.registry.get(card["tool"])
         tool_use = {"id": card["toolUseId"], "name": card["tool"]}
         context = None
         with self.services.database.session() as session:

@@ -5,10 +5,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.mcp.servers import servers_for
+from app.tools.mcp_tools import server_tools
 from app.tools.registry import Tool, ToolRegistry
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
+
+    from app.chat.run_services import RunServices
+
+
+def run_tools(session: Session, services: RunServices, user_id: int) -> ToolRegistry:
+    """A run's tools: the process's own, then the pinned tools of the MCP servers this
+    person may call (the admin's and their own), read in the caller's transaction."""
+    outside = [tool for server in servers_for(session, user_id) for tool in server_tools(server)]
+    return services.tools.extended(outside) if outside else services.tools
 
 
 def tools_for_step(registry: ToolRegistry, phase: str) -> list[Tool]:

@@ -11,6 +11,8 @@ from sqlalchemy.orm import Session
 from app.agents.outputs import Writer
 from app.config import Settings
 from app.llm.client import ModelClient
+from app.mcp.client import McpClient
+from app.mcp.sealing import SecretBox
 from app.tools.results import ToolFailure
 
 if TYPE_CHECKING:
@@ -24,6 +26,8 @@ class ToolServices(Protocol):
 
     settings: Settings
     model: ModelClient
+    mcp: McpClient
+    secrets: SecretBox
 
 
 @dataclass

@@ -197,6 +197,11 @@ class Tool:
     # What a run's steps call it, in plain words ("Looked up your offers"); empty: made
     # from the name ("List offers").
     label: str = ""
+    # Every call waits for the person's approval, tainted or not (an MCP server whose
+    # policy is `always`).
+    held_always: bool = False
+    # The outside server it comes from (an MCP server's name); empty for our own tools.
+    origin: str = ""
 
     def call_needs_approval(self, arguments: dict[str, Any]) -> bool:
         """Whether this call changes something, so a tainted conversation holds it."""
@@ -359,6 +364,16 @@ class ToolRegistry:
 
     def all(self) -> list[Tool]:
         return list(self._tools.values())
+
+    def extended(self, tools: list[Tool]) -> ToolRegistry:
+        """A copy with `tools` added after these (a run's outside tools after ours); a name
+        already taken is skipped, never replaced."""
+        copy = ToolRegistry()
+        copy._tools = dict(self._tools)
+        for extra in tools:
+            if extra.name not in copy._tools:
+                copy.add(extra)
+        return copy
 
     def tool(
         self,

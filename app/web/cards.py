@@ -219,6 +219,9 @@ def card_view(card: dict) -> dict:
             json.dumps(arguments, ensure_ascii=False, indent=2) if arguments is not None else ""
         ),
         "tool": card.get("tool", ""),
+        # An MCP server's tool: whose it is, in plain words beside the arguments.
+        "server": str(card.get("server") or ""),
+        "server_tool": str(card.get("serverTool") or ""),
         # A held call's exact address and memory change, shown as they will run.
         "url": card.get("url") if isinstance(card.get("url"), dict) else None,
         "memory": [item for item in card.get("memory") or [] if isinstance(item, dict)],

@@ -18,8 +18,9 @@ from tests.fake_model import Turn, text
 # transactions: the turn reads its conversation once (ownership, lock and allowance), the
 # run in flight from the conversation's own row, the limits in one read, the attachments in
 # one; the run's claim reads its state and its first request's history and counts its
-# first iteration in one transaction.
-MAX_STATEMENTS = 17
+# first iteration in one transaction. Issue 32 added one read to the claim: the person's
+# MCP servers, whose pinned tools join the run's tool set.
+MAX_STATEMENTS = 18
 MAX_TRANSACTIONS = 3
 
 
@@ -98,7 +99,7 @@ def test_a_message_reaches_the_model_within_the_statement_budget(app, chat, fake
 # the statements before the model call, then the answer's row, the run's final status,
 # its usage event, its log and its conversation's list item, written in one transaction.
 # Issue 22 cut them from 44 statements in 7 transactions, on SQLite and PostgreSQL alike.
-MAX_TURN_STATEMENTS = 26
+MAX_TURN_STATEMENTS = 27  # 26, plus the claim's read of the person's MCP servers
 MAX_TURN_TRANSACTIONS = 4
 
 

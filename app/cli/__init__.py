@@ -18,6 +18,7 @@ from app.agents.guidelines import ensure_seeded
 from app.chat.models import Conversation, Run
 from app.chat.run_log import describe, load_reports
 from app.chat.stale import StaleSweeper, sweep
+from app.cli.mcp import mcp_group
 from app.config import PROJECT_ROOT
 from app.db import utcnow
 from app.reference import reference_command
@@ -201,5 +202,6 @@ def register_commands(app: Flask) -> None:
         sweep_stale_command,
         chat_logs_command,
         reference_command,
+        mcp_group,
     ):
         app.cli.add_command(command)

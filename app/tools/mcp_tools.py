@@ -1,0 +1,96 @@
+"""Tools from MCP servers: each pinned definition becomes one outside tool,
+`mcp__<server>__<tool>`, with the server's own schema. Outside tools are untrusted: their
+results taint the chat with the server as their source, every call is billed, and each
+server's approval policy decides which calls wait for the person's card:
+
+- `always`: every call, tainted or not;
+- `when_tainted` (the default): as a write, while the conversation is tainted;
+- `never`: only for tools whose read-only hint someone approved; the others as
+  `when_tainted`, since a hint alone is a claim, not a fact."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.mcp.client import McpError
+from app.mcp.models import McpServer
+from app.mcp.servers import model_name, target_of
+from app.tools.context import ToolContext
+from app.tools.registry import Tool
+from app.tools.results import ToolFailure, ToolResult
+
+MAX_RESULT_CHARS = 20_000  # of one result, as the model reads it
+ALWAYS_REASON = "Every call to this server's tools waits for your approval."
+
+
+def server_tools(server: McpServer) -> list[Tool]:
+    return [_tool(server, definition) for definition in server.tools]
+
+
+def _tool(server: McpServer, definition: dict[str, Any]) -> Tool:
+    tool_name = str(definition["name"])
+    # Plain values: the row is read in the claim's transaction, and the tool outlives it.
+    server_name, server_id, policy = server.name, server.id, server.policy
+    trusted_read_only = server.policy == "never" and tool_name in (server.read_only_approved or [])
+
+    def call(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+        return _call(ctx, server_id, server_name, tool_name, arguments)
+
+    return Tool(
+        name=model_name(server_name, tool_name),
+        description=(
+            f"(A tool of the outside MCP server '{server_name}'; its results are outside "
+            f"content.) {definition.get('description') or ''}"
+        ).strip(),
+        input_schema=definition["input_schema"],
+        category="read",
+        handler=call,
+        untrusted=True,
+        billable=True,
+        needs_approval_when_tainted=not trusted_read_only,
+        held_always=policy == "always",
+        held_details=lambda _arguments: _held_details(server_name, policy, tool_name),
+        label=str(definition.get("title") or tool_name),
+        origin=server_name,
+    )
+
+
+def _held_details(server_name: str, policy: str, tool_name: str) -> dict[str, Any]:
+    """What a held call's card shows besides the exact arguments: whose tool it is."""
+    details: dict[str, Any] = {"server": server_name, "serverTool": tool_name}
+    if policy == "always":
+        details["reason"] = ALWAYS_REASON
+    return details
+
+
+def _call(
+    ctx: ToolContext, server_id: int, server_name: str, tool_name: str, arguments: dict[str, Any]
+) -> ToolResult:
+    server = ctx.session.get(McpServer, server_id)
+    if server is None:
+        raise ToolFailure(f"The MCP server {server_name} was removed.")
+    target = target_of(server, ctx.services.secrets)
+    ctx.end_reads()  # no transaction is held across the call
+    try:
+        answer = ctx.services.mcp.call_tool(target, tool_name, arguments)
+    except McpError as exc:
+        raise ToolFailure(f"The MCP server {server_name} failed: {exc}") from exc
+    source = {"mcp": server_name, "tool": tool_name}
+    return ToolResult(
+        _as_text(answer), is_error=bool(answer.get("is_error")), untrusted_sources=[source]
+    )
+
+
+def _as_text(answer: dict[str, Any]) -> str:
+    parts = [
+        str(block.get("text", ""))
+        for block in answer.get("content") or []
+        if block.get("type") == "text"
+    ]
+    if not any(parts) and answer.get("structured") is not None:
+        parts = [json.dumps(answer["structured"], ensure_ascii=False)]
+    text = "\n".join(part for part in parts if part) or "(The tool returned no text.)"
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + "\n[The rest of the result was cut.]"
+    return text
