@@ -341,7 +341,8 @@ def test_a_batch_published_after_redis_lost_its_scripts_arrives_once(process, cl
     ]
     client.script_flush()
 
-    worker._send_batch([*batch, (1, ev.Done(7, "completed"))])  # pipelined: several at once
+    # pipelined: several at once
+    worker._publisher._send_batch([*batch, (1, ev.Done(7, "completed"))])
 
     assert until_done(socket) == [event for _, event in batch] + [ev.Done(7, "completed")]
     worker.publish(1, FENCE)  # after the batch and any event of it sent twice
