@@ -1,5 +1,5 @@
 """The names the Redis hub gives its channels and keys, which its publishing
-(app/stream/redis_publisher.py) and its listening (app/stream/redis_hub.py) share."""
+(app/stream/redis_publisher.py) and its listening (app/stream/redis_listener.py) share."""
 
 from __future__ import annotations
 
