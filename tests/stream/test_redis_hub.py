@@ -291,7 +291,7 @@ def test_a_run_publishes_with_no_socket_anywhere(process):
     for event in A_RUN:
         worker.publish(1, event)
     worker.publish_user(5, ev.ConversationChanged({"id": 1, "status": "IDLE"}))
-    assert worker._listener is None  # a worker process never listens
+    assert worker.listener._thread is None  # a worker process never listens
     assert worker.live_state(1).text == "Here is your quiz."
 
 
@@ -341,7 +341,8 @@ def test_a_batch_published_after_redis_lost_its_scripts_arrives_once(process, cl
     ]
     client.script_flush()
 
-    worker._send_batch([*batch, (1, ev.Done(7, "completed"))])  # pipelined: several at once
+    # pipelined: several at once
+    worker.publisher._send_batch([*batch, (1, ev.Done(7, "completed"))])
 
     assert until_done(socket) == [event for _, event in batch] + [ev.Done(7, "completed")]
     worker.publish(1, FENCE)  # after the batch and any event of it sent twice
