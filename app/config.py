@@ -1,22 +1,27 @@
 """Settings: the one module that reads the environment (and `.env`).
 
-Each setting is declared once, as a field of `Settings`: its default, the environment
-variable it is read from, how that text is read, and what it means. `load_settings` and
-the table in docs/reference.md (`DOCUMENTED_SETTINGS`, app/reference.py) are derived from
-those fields."""
+Each setting is declared once, as a field of `Settings` (a pydantic-settings model): its
+default, the environment variable it is read from (its alias), how that text is read (its
+type), and what it means (its description). `load_settings` and the table in
+docs/reference.md (`DOCUMENTED_SETTINGS`, app/reference.py) are derived from those fields."""
 
 from __future__ import annotations
 
 import os
 import re
 import secrets
-from collections.abc import Callable
-from dataclasses import MISSING, Field, dataclass, field, fields
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from dotenv import load_dotenv
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonDict
+from pydantic_core import ErrorDetails
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INSTANCE = PROJECT_ROOT / "instance"
@@ -30,6 +35,7 @@ DEMO_MODEL_NAME = "loopdesk-demo"
 
 
 # -- reading one variable's text -------------------------------------------------------
+# A reader raises ValueError saying what the text must be; load_settings names the variable.
 
 
 def _bool(raw: str) -> bool:
@@ -40,25 +46,13 @@ def _optional_bool(raw: str) -> bool | None:
     return None if raw.strip() == "" else _bool(raw)
 
 
-def _whole(raw: str) -> int:
-    return int(raw)
-
-
-def _seconds(raw: str) -> float:
-    return float(raw)
-
-
-# What a parse error says the value must be.
-_MUST_BE = {_whole: "a whole number", _seconds: "a number of seconds"}
-
-
 def _public_url(raw: str) -> str | None:
     """`https://chat.example.com` (no path): where people reach the app."""
     if not raw.strip():
         return None
     parts = urlsplit(raw.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"PUBLIC_URL must be like https://chat.example.com, got {raw!r}")
+        raise ValueError(f"must be like https://chat.example.com, got {raw!r}")
     return raw.strip().rstrip("/")
 
 
@@ -72,7 +66,7 @@ def _weights(raw: str) -> dict[str, int]:
         try:
             weights[name.strip()] = int(value)
         except ValueError as exc:
-            raise ValueError(f"MODEL_CREDIT_WEIGHTS: {item!r} is not model=whole-number") from exc
+            raise ValueError(f"must be model=whole-number pairs, got {item!r}") from exc
     return weights
 
 
@@ -89,51 +83,48 @@ def _origins(raw: str) -> tuple[str, ...]:
     origins = _hosts(raw)
     for origin in origins:
         if not _ORIGIN.match(origin):
-            raise ValueError(
-                f"CORS_ORIGINS: {origin!r} is not an origin like https://app.example.com"
-            )
+            raise ValueError(f"must be origins like https://app.example.com, got {origin!r}")
     return tuple(origin.lower() for origin in origins)
 
 
-@dataclass(frozen=True)
-class Variable:
-    """Where a setting comes from: its environment variable, how its text is read (an
-    empty or missing variable keeps the default), and what it means (docs/reference.md)."""
+def _text(parse: Callable[[str], Any], must_be: str = "") -> BeforeValidator:
+    """Reads a variable's text with `parse`; a value that is not text (an override) is
+    kept as it is."""
 
-    env: str
-    meaning: str
-    parse: Callable[[str], Any] = str
-    choices: tuple[str, ...] = ()
-    # For a default that is not a plain value (derived, generated, or a path).
-    default_text: str | None = None
-
-    def read(self, env: dict, default: Any) -> Any:
-        raw = env.get(self.env)
-        if raw is None or raw == "":
-            return default
-        if self.choices and raw not in self.choices:
-            allowed = " or ".join(f"'{choice}'" for choice in self.choices)
-            raise ValueError(f"{self.env} must be {allowed}, got {raw!r}")
+    def read(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
         try:
-            return self.parse(raw)
+            return parse(value)
         except ValueError as exc:
-            if self.parse not in _MUST_BE:
+            if not must_be:
                 raise
-            raise ValueError(
-                f"setting {self.env} must be {_MUST_BE[self.parse]}, got {raw!r}"
-            ) from exc
+            raise ValueError(f"must be {must_be}, got {value!r}") from exc
+
+    return BeforeValidator(read)
 
 
-def setting(
-    default: Any, env: str, meaning: str, parse: Callable[[str], Any] | None = None, **more
-):
-    """A field of Settings read from `env`; read as the default's type unless `parse`."""
-    if parse is None:
-        parse = {bool: _bool, int: _whole, float: _seconds}.get(type(default), str)
-    variable = Variable(env, meaning, parse or str, **more)
+# The types of settings whose text is not read as it is (str, Path).
+Whole = Annotated[int, _text(int, "a whole number")]
+Seconds = Annotated[float, _text(float, "a number of seconds")]
+Flag = Annotated[bool, _text(_bool)]
+OptionalFlag = Annotated[bool | None, _text(_optional_bool)]
+PublicUrl = Annotated[str | None, _text(_public_url)]
+Weights = Annotated[dict[str, int], _text(_weights)]
+Hosts = Annotated[tuple[str, ...], _text(_hosts)]
+Origins = Annotated[tuple[str, ...], _text(_origins)]
+
+
+def setting(default: Any, env: str, meaning: str, default_text: str = "", **more: Any) -> Any:
+    """A field of Settings read from the variable `env` (an empty one keeps the default);
+    `meaning` and `default_text` (for a default that is not a plain value: derived,
+    generated, or a path) are what docs/reference.md says of it. `more`: constraints."""
+    extra: JsonDict | None = {"default_text": default_text} if default_text else None
     if isinstance(default, dict):
-        return field(default_factory=dict, metadata={"variable": variable})
-    return field(default=default, metadata={"variable": variable})
+        more["default_factory"] = dict
+    else:
+        more["default"] = default
+    return Field(validation_alias=env, description=meaning, json_schema_extra=extra, **more)
 
 
 _SERVES = "where `make run` serves"
@@ -153,10 +144,13 @@ _WORKER = "runs one `flask worker` executes at once; `gevent` or `threads`"
 _IMAGES = "an OpenAI-compatible images endpoint; without one, labelled local drafts"
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(BaseSettings):
+    """Every setting; `load_settings` builds it (overrides, then the environment)."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", validate_by_name=True)
+
     host: str = setting("127.0.0.1", "HOST", _SERVES)
-    port: int = setting(5000, "PORT", _SERVES)
+    port: Whole = setting(5000, "PORT", _SERVES)
     # Empty: the SQLite file in instance/ (load_settings fills it in).
     database_url: str = setting(
         "",
@@ -169,8 +163,8 @@ class Settings:
         "REDIS_URL",
         "enables Redis pub/sub, Redis rate-limit storage, the Dramatiq broker",
     )
-    run_executor: str = setting(
-        "thread", "RUN_EXECUTOR", "`thread` or `dramatiq`", choices=("thread", "dramatiq")
+    run_executor: Literal["thread", "dramatiq"] = setting(
+        "thread", "RUN_EXECUTOR", "`thread` or `dramatiq`"
     )
     secret_key: str = setting(
         "", "SECRET_KEY", "session signing", default_text="generated into `instance/` on first run"
@@ -178,21 +172,22 @@ class Settings:
     anthropic_api_key: str | None = setting(None, "ANTHROPIC_API_KEY", _ENDPOINT)
     anthropic_base_url: str | None = setting(None, "ANTHROPIC_BASE_URL", _ENDPOINT)
     # Unset: `anthropic` when a key or base URL is set (load_settings decides).
-    model_provider: str = setting(
+    model_provider: Literal["anthropic", "demo"] = setting(
         "demo",
         "MODEL_PROVIDER",
         "`anthropic` or `demo`",
-        choices=("anthropic", "demo"),
         default_text="`anthropic` when a key or base URL is set, else `demo`",
     )
     host_model: str = setting(DEFAULT_HOST_MODEL, "HOST_MODEL", _MODELS)
     fast_model: str = setting(DEFAULT_FAST_MODEL, "FAST_MODEL", _MODELS)
-    thinking_budget: int = setting(0, "THINKING_BUDGET", "extended-thinking budget for host calls")
-    context_window_tokens: int = setting(200_000, "CONTEXT_WINDOW_TOKENS", "the model's window")
-    max_iterations: int = setting(
+    thinking_budget: Whole = setting(
+        0, "THINKING_BUDGET", "extended-thinking budget for host calls"
+    )
+    context_window_tokens: Whole = setting(200_000, "CONTEXT_WINDOW_TOKENS", "the model's window")
+    max_iterations: Whole = setting(
         10, "MAX_ITERATIONS", "model calls per run before the wrap-up call"
     )
-    history_message_cap: int = setting(
+    history_message_cap: Whole = setting(
         40, "HISTORY_MESSAGE_CAP", "rows sent to the model, after merging same-role neighbours"
     )
     rate_limit_messages: str = setting(
@@ -211,91 +206,90 @@ class Settings:
         "and `POST /welcome` (except Skip); 429 `RATE_LIMITED` with `Retry-After`",
     )
     # Onboarding starters written at once per process; more wait in its queue.
-    onboarding_threads: int = setting(
+    onboarding_threads: Whole = setting(
         4,
         "ONBOARDING_THREADS",
         "threads per process writing onboarding starters; at most 8 times as many wait, one "
         "job per account (a `/welcome` post while one is queued or running starts none; with "
         "the queue full the person gets the default starters)",
     )
-    max_json_depth: int = setting(
+    max_json_depth: Whole = setting(
         32,
         "MAX_JSON_DEPTH",
         "JSON bodies and socket messages nested deeper answer 400 (`INVALID_JSON`; socket: an "
         "`error` frame)",
     )
     # PDF text extraction (a separate process): seconds, and decoded page content bytes.
-    pdf_extract_seconds: float = setting(15, "PDF_EXTRACT_SECONDS", _PDF, _seconds)
-    pdf_max_content_bytes: int = setting(8_000_000, "PDF_MAX_CONTENT_BYTES", _PDF)
-    max_sockets_per_person: int = setting(
+    pdf_extract_seconds: Seconds = setting(15, "PDF_EXTRACT_SECONDS", _PDF)
+    pdf_max_content_bytes: Whole = setting(8_000_000, "PDF_MAX_CONTENT_BYTES", _PDF)
+    max_sockets_per_person: Whole = setting(
         20,
         "MAX_SOCKETS_PER_PERSON",
         "sockets one person may hold open in one web process; the next is closed with 1013 "
         'and the reason "Too many open sockets: at most N per person."',
     )
-    socket_catch_up_rows: int = setting(200, "SOCKET_CATCH_UP_ROWS", _CATCH_UP)
-    socket_catch_ups_per_minute: int = setting(30, "SOCKET_CATCH_UPS_PER_MINUTE", _CATCH_UP)
-    socket_catch_up_bytes_per_minute: int = setting(
+    socket_catch_up_rows: Whole = setting(200, "SOCKET_CATCH_UP_ROWS", _CATCH_UP)
+    socket_catch_ups_per_minute: Whole = setting(30, "SOCKET_CATCH_UPS_PER_MINUTE", _CATCH_UP)
+    socket_catch_up_bytes_per_minute: Whole = setting(
         4_000_000,
         "SOCKET_CATCH_UP_BYTES_PER_MINUTE",
         "bytes of catch-up answers one person's sockets in one web process may receive in "
         "any minute; past it a catch-up answers an `error` frame `RATE_LIMITED` (an answer "
         "begun within it is sent whole: at most `SOCKET_CATCH_UP_ROWS` rows)",
     )
-    heartbeat_seconds: float = setting(15, "HEARTBEAT_SECONDS", "liveness", _seconds)
-    stale_seconds: float = setting(90, "STALE_SECONDS", "liveness", _seconds)
-    stream_idle_seconds: float = setting(90, "STREAM_IDLE_SECONDS", "liveness", _seconds)
-    max_run_seconds: float = setting(1200, "MAX_RUN_SECONDS", "liveness", _seconds)
-    fetch_allow_hosts: tuple[str, ...] = setting(
+    heartbeat_seconds: Seconds = setting(15, "HEARTBEAT_SECONDS", "liveness")
+    stale_seconds: Seconds = setting(90, "STALE_SECONDS", "liveness")
+    stream_idle_seconds: Seconds = setting(90, "STREAM_IDLE_SECONDS", "liveness")
+    max_run_seconds: Seconds = setting(1200, "MAX_RUN_SECONDS", "liveness")
+    fetch_allow_hosts: Hosts = setting(
         (),
         "FETCH_ALLOW_HOSTS",
         "hosts that `fetch_url` may reach although they resolve to private or loopback "
         "addresses (tests only)",
-        _hosts,
     )
-    cors_origins: tuple[str, ...] = setting(
+    cors_origins: Origins = setting(
         (),
         "CORS_ORIGINS",
         "browser origins (comma-separated, like `https://app.example.com`) whose pages may "
         "call `/api/*` with an API token; cookies never count across origins (empty: none)",
-        _origins,
     )
     instance_path: Path = setting(
         DEFAULT_INSTANCE,
         "INSTANCE_PATH",
         "where the SQLite file and the generated secret live",
-        Path,
         default_text="`instance/`",
     )
-    open_signup: bool = setting(
+    open_signup: Flag = setting(
         True, "OPEN_SIGNUP", "whether anyone can create an account at `/signup`"
     )
     # Sessions (docs/security.md): how long a login lasts, whether the cookie is marked
     # Secure, and the address people reach the app at (the socket's Origin is compared
     # with it).
-    session_lifetime_days: int = setting(
-        14, "SESSION_LIFETIME_DAYS", "how long a login lasts, from the login (docs/security.md)"
+    session_lifetime_days: Whole = setting(
+        14,
+        "SESSION_LIFETIME_DAYS",
+        "how long a login lasts, from the login (docs/security.md)",
+        ge=1,
     )
-    session_cookie_secure: bool | None = setting(
+    session_cookie_secure: OptionalFlag = setting(
         None,
         "SESSION_COOKIE_SECURE",
         "`true`/`false`; unset: Secure when `PUBLIC_URL` is https or the request came over HTTPS",
-        _optional_bool,
     )
-    public_url: str | None = setting(
+    public_url: PublicUrl = setting(
         None,
         "PUBLIC_URL",
         "where people reach the app (`https://chat.example.com`); the socket's `Origin` must "
         "be it (unset: the request's own origin)",
-        _public_url,
     )
     # Proxies in front of the app: how many hops to trust (0: none; the client is the
     # connection's address).
-    trusted_proxies: int = setting(
+    trusted_proxies: Whole = setting(
         0,
         "TRUSTED_PROXIES",
         "proxies in front whose `X-Forwarded-For/-Proto/-Host/-Port` count (werkzeug's "
         "ProxyFix, this many hops)",
+        ge=0,
     )
     rate_limit_login_address: str = setting(
         "20 per minute", "RATE_LIMIT_LOGIN_ADDRESS", "login attempts per client address"
@@ -313,7 +307,7 @@ class Settings:
         "after sets a growing delay (15 s, doubling) for the addresses that failed on it; "
         "no lock (docs/security.md)",
     )
-    login_delay_max_seconds: int = setting(
+    login_delay_max_seconds: Whole = setting(
         900,
         "LOGIN_DELAY_MAX_SECONDS",
         "the longest delay an account's failed logins set (docs/security.md)",
@@ -321,10 +315,12 @@ class Settings:
     rate_limit_signup: str = setting(
         "10 per hour", "RATE_LIMIT_SIGNUP", "sign-ups per client address"
     )
-    max_message_chars: int = setting(
+    max_message_chars: Whole = setting(
         100_000, "MAX_MESSAGE_CHARS", "the longest message a person can send (413 above it)"
     )
-    attachment_max_bytes: int = setting(5_000_000, "ATTACHMENT_MAX_BYTES", "the largest attachment")
+    attachment_max_bytes: Whole = setting(
+        5_000_000, "ATTACHMENT_MAX_BYTES", "the largest attachment"
+    )
     # "Download all my data": the zip is built in a thread, off the serving loop.
     rate_limit_data_downloads: str = setting(
         "4 per hour",
@@ -332,48 +328,46 @@ class Settings:
         "per user, shared by `GET /settings/data.zip` and `GET /api/export`; 429 "
         "`RATE_LIMITED` with `Retry-After`",
     )
-    data_download_max_bytes: int = setting(
+    data_download_max_bytes: Whole = setting(
         500_000_000,
         "DATA_DOWNLOAD_MAX_BYTES",
         'the largest "Download all my data" zip (its files and chats, before compression); '
         "a person's data over it answers 413 `DOWNLOAD_TOO_LARGE`",
     )
-    run_threads: int = setting(
+    run_threads: Whole = setting(
         32, "RUN_THREADS", "the web process's run thread pool (`thread` executor)"
     )
-    worker_threads: int = setting(256, "WORKER_THREADS", _WORKER)
+    worker_threads: Whole = setting(256, "WORKER_THREADS", _WORKER)
     # `gevent`: runs are greenlets (hundreds per process); `threads`: an OS thread each.
-    worker_pool: str = setting("gevent", "WORKER_POOL", _WORKER, choices=("gevent", "threads"))
-    make_run_server: str = setting(
+    worker_pool: Literal["gevent", "threads"] = setting("gevent", "WORKER_POOL", _WORKER)
+    make_run_server: Literal["gunicorn", "flask"] = setting(
         "gunicorn",
         "MAKE_RUN_SERVER",
         "what `make run` serves with: `gunicorn` (one gevent worker, `gunicorn.conf.py`, as in production; Flask's server where gevent cannot be imported) or `flask` (Flask's threaded server)",
-        choices=("gunicorn", "flask"),
     )
     # Separate deployments sharing a Redis use different queues.
     run_queue: str = setting("loopdesk-runs", "RUN_QUEUE", "the Dramatiq queue")
     # Namespaces every Redis key and channel (deployments or tests sharing one Redis).
     redis_prefix: str = setting("loopdesk:", "REDIS_PREFIX", "namespaces Redis keys and channels")
-    database_pool_size: int = setting(
+    database_pool_size: Whole = setting(
         20, "DATABASE_POOL_SIZE", "connections each process keeps to PostgreSQL"
     )
-    max_concurrent_runs: int = setting(
+    max_concurrent_runs: Whole = setting(
         3,
         "MAX_CONCURRENT_RUNS",
         "runs one person may have in flight across their chats (429 `TOO_MANY_RUNS`)",
     )
     # Credits a run costs before its billable tool calls; models not listed cost
     # default_credit_weight.
-    model_credit_weights: dict = setting(
+    model_credit_weights: Weights = setting(
         {},
         "MODEL_CREDIT_WEIGHTS",
         "credits a run costs per host model (`name=weight,...`; unlisted: 2); the demo model "
         "costs nothing",
-        _weights,
     )
     default_credit_weight: int = 2
-    run_logs: bool = setting(True, "RUN_LOGS", "record structured run logs")
-    chat_titles: bool = setting(
+    run_logs: Flag = setting(True, "RUN_LOGS", "record structured run logs")
+    chat_titles: Flag = setting(
         True,
         "CHAT_TITLES",
         "the fast model names a chat after its first exchange (`submit_title`), unless the "
@@ -398,39 +392,85 @@ class Settings:
         one answering (whatever HOST_MODEL says)."""
         return DEMO_MODEL_NAME if self.uses_demo_model else self.host_model
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Overrides (by field name) win over the environment that load_settings reads;
+        no other source (load_settings loads `.env` into the environment)."""
+        return init_settings, _Environment(settings_cls, _ENVIRONMENT.get(os.environ))
 
-def _variables() -> list[tuple[Field, Variable]]:
-    return [(f, f.metadata["variable"]) for f in fields(Settings) if "variable" in f.metadata]
+
+# The environment load_settings is reading: os.environ, or a test's dict.
+_ENVIRONMENT: ContextVar[Mapping[str, str]] = ContextVar("environment")
 
 
-def _default(settings_field: Field) -> Any:
-    if settings_field.default_factory is not MISSING:
-        return settings_field.default_factory()
-    return settings_field.default
+class _Environment(PydanticBaseSettingsSource):
+    """Each setting's variable, asked of `environment` by its exact name; empty is unset.
+    (pydantic-settings' EnvSettingsSource reads only os.environ, would take a field's name
+    too, `host` for HOST, and reads tuples and dicts as JSON.)"""
+
+    def __init__(self, settings_cls: type[BaseSettings], environment: Mapping[str, str]):
+        super().__init__(settings_cls)
+        self.environment = environment
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        name = field.validation_alias
+        if not isinstance(name, str):
+            return None, field_name, False  # not read from the environment
+        return self.environment.get(name) or None, name, False
+
+    def __call__(self) -> dict[str, Any]:
+        found = {}
+        for field_name, settings_field in self.settings_cls.model_fields.items():
+            value, name, _ = self.get_field_value(settings_field, field_name)
+            if value is not None:
+                found[name] = value
+        return found
 
 
-def load_settings(overrides: dict | None = None, env: dict | None = None) -> Settings:
-    """Build settings from the environment; `overrides` (tests) win over it."""
+def load_settings(overrides: dict | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Build settings from the environment; `overrides` (tests; by field name) win over it."""
     if env is None:
         load_dotenv(PROJECT_ROOT / ".env", override=False)
-        env = dict(os.environ)
-    overrides = dict(overrides or {})
-    values = {f.name: variable.read(env, _default(f)) for f, variable in _variables()}
-    if "instance_path" in overrides:
-        values["instance_path"] = Path(overrides.pop("instance_path"))
-    if not values["database_url"]:
-        values["database_url"] = f"sqlite:///{values['instance_path'] / 'loopdesk.db'}"
-    if not env.get("MODEL_PROVIDER"):
-        configured = values["anthropic_api_key"] or values["anthropic_base_url"]
-        values["model_provider"] = "anthropic" if configured else "demo"
-    values.update(overrides)
-    if values["session_lifetime_days"] < 1:
-        raise ValueError("SESSION_LIFETIME_DAYS must be at least 1")
-    if values["trusted_proxies"] < 0:
-        raise ValueError("TRUSTED_PROXIES must be 0 or more")
-    if not values["secret_key"]:
-        values["secret_key"] = _secret_key(Path(values["instance_path"]))
-    return Settings(**values)
+        env = os.environ
+    reading = _ENVIRONMENT.set(env)
+    try:
+        settings = Settings(**(overrides or {}))
+    except ValidationError as exc:
+        raise ValueError("; ".join(_refusal(error) for error in exc.errors())) from None
+    finally:
+        _ENVIRONMENT.reset(reading)
+    return settings.model_copy(update=_derived(settings))
+
+
+def _refusal(error: ErrorDetails) -> str:
+    """One line naming the variable: `setting PORT must be a whole number, got 'x'`."""
+    name = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "value_error":  # a reader's words (above)
+        return f"setting {name} {error.get('ctx', {}).get('error')}"
+    if error["msg"].startswith("Input should be"):  # pydantic's words: a type, choice or bound
+        said = error["msg"].replace("Input should be", "must be", 1)
+        return f"setting {name} {said}, got {error['input']!r}"
+    return f"setting {name}: {error['msg']}"
+
+
+def _derived(settings: Settings) -> dict[str, Any]:
+    """The defaults that depend on other settings (docs/reference.md says which)."""
+    derived: dict[str, Any] = {}
+    if not settings.database_url:
+        derived["database_url"] = f"sqlite:///{settings.instance_path / 'loopdesk.db'}"
+    if "model_provider" not in settings.model_fields_set:
+        configured = settings.anthropic_api_key or settings.anthropic_base_url
+        derived["model_provider"] = "anthropic" if configured else "demo"
+    if not settings.secret_key:
+        derived["secret_key"] = _secret_key(settings.instance_path)
+    return derived
 
 
 def _secret_key(instance_path: Path) -> str:
@@ -443,41 +483,3 @@ def _secret_key(instance_path: Path) -> str:
     key_file.write_text(key)
     key_file.chmod(0o600)
     return key
-
-
-@dataclass(frozen=True)
-class Documented:
-    """One environment variable as docs/reference.md lists it (app/reference.py)."""
-
-    env: str
-    meaning: str
-    default_text: str
-
-
-def _documented(settings_field: Field, variable: Variable) -> Documented:
-    if variable.default_text is not None:
-        return Documented(variable.env, variable.meaning, variable.default_text)
-    value = _default(settings_field)
-    if value is None or value == "" or value == () or value == {}:
-        return Documented(variable.env, variable.meaning, "unset")
-    shown = str(value).lower() if isinstance(value, bool) else value
-    return Documented(variable.env, variable.meaning, f"`{shown}`")
-
-
-# Read by gunicorn.conf.py, not by load_settings.
-_GUNICORN = "`gunicorn.conf.py`"
-GUNICORN_SETTINGS = (
-    Documented("GUNICORN_BIND", _GUNICORN, "`HOST:PORT`"),
-    Documented("GUNICORN_WORKER_CLASS", _GUNICORN, "`gevent`"),
-    Documented("WEB_CONCURRENCY", _GUNICORN, "`2`"),
-    Documented("GUNICORN_WORKER_CONNECTIONS", _GUNICORN, "`1000`"),
-    Documented("GUNICORN_THREADS", _GUNICORN, "`64`"),
-    Documented("GUNICORN_ACCESS_LOG", _GUNICORN, "off"),
-)
-
-# Every variable `load_settings` and gunicorn.conf.py read; a test runs load_settings on a
-# recording environment and fails on one that is missing here.
-DOCUMENTED_SETTINGS: tuple[Documented, ...] = (
-    *(_documented(f, variable) for f, variable in _variables()),
-    *GUNICORN_SETTINGS,
-)

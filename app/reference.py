@@ -1,5 +1,6 @@
-"""docs/reference.md, written from the code: every route of the URL map and every `flask`
-command, each with what it is for (its summary in the OpenAPI declaration, else the
+"""docs/reference.md, written from the code: every setting (the fields of
+app/config.py's Settings, and gunicorn.conf.py's), every route of the URL map and every
+`flask` command, each with what it is for (its summary in the OpenAPI declaration, else the
 first line of its docstring). `flask reference` rewrites the file; a test keeps the
 committed one equal to what the code says, so the list cannot fall behind.
 """
@@ -7,11 +8,13 @@ committed one equal to what the code says, so the list cannot fall behind.
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 
 import click
 from flask import Flask
+from pydantic.fields import FieldInfo
 
-from app.config import DOCUMENTED_SETTINGS, PROJECT_ROOT
+from app.config import PROJECT_ROOT, Settings
 
 REFERENCE = PROJECT_ROOT / "docs" / "reference.md"
 HEADER = """# Reference: every setting, route and command
@@ -20,6 +23,51 @@ Written by `flask --app wsgi reference` from the code (`app/reference.py`); a te
 when it differs from what the code says. What the routes take and answer, and the socket
 frames are in [CONTRACT.md](CONTRACT.md); the JSON API's shapes in `/api/openapi.json`.
 """
+
+
+@dataclass(frozen=True)
+class Documented:
+    """One environment variable as the settings table lists it."""
+
+    env: str
+    meaning: str
+    default_text: str
+
+
+def _documented(env: str, settings_field: FieldInfo) -> Documented:
+    meaning = settings_field.description or ""
+    extra = settings_field.json_schema_extra
+    if isinstance(extra, dict) and "default_text" in extra:
+        return Documented(env, meaning, str(extra["default_text"]))
+    value = settings_field.get_default(call_default_factory=True)
+    if value is None or value == "" or value == () or value == {}:
+        return Documented(env, meaning, "unset")
+    shown = str(value).lower() if isinstance(value, bool) else value
+    return Documented(env, meaning, f"`{shown}`")
+
+
+# Read by gunicorn.conf.py, not by load_settings.
+_GUNICORN = "`gunicorn.conf.py`"
+GUNICORN_SETTINGS = (
+    Documented("GUNICORN_BIND", _GUNICORN, "`HOST:PORT`"),
+    Documented("GUNICORN_WORKER_CLASS", _GUNICORN, "`gevent`"),
+    Documented("WEB_CONCURRENCY", _GUNICORN, "`2`"),
+    Documented("GUNICORN_WORKER_CONNECTIONS", _GUNICORN, "`1000`"),
+    Documented("GUNICORN_THREADS", _GUNICORN, "`64`"),
+    Documented("GUNICORN_ACCESS_LOG", _GUNICORN, "off"),
+)
+
+# Every variable `load_settings` (the fields of Settings read from the environment) and
+# gunicorn.conf.py read; a test runs load_settings on a recording environment and fails
+# on one that is missing here.
+DOCUMENTED_SETTINGS: tuple[Documented, ...] = (
+    *(
+        _documented(settings_field.validation_alias, settings_field)
+        for settings_field in Settings.model_fields.values()
+        if isinstance(settings_field.validation_alias, str)
+    ),
+    *GUNICORN_SETTINGS,
+)
 
 
 def render_reference(app: Flask) -> str:

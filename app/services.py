@@ -68,9 +68,8 @@ def _demo_anthropic(settings: Settings):
 
 
 def _demo_settings(settings: Settings) -> Settings:
-    from dataclasses import replace
-
-    return replace(settings, anthropic_base_url="http://demo.invalid", anthropic_api_key="demo")
+    demo = {"anthropic_base_url": "http://demo.invalid", "anthropic_api_key": "demo"}
+    return settings.model_copy(update=demo)
 
 
 def make_database(settings: Settings) -> Database:

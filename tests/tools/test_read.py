@@ -153,8 +153,8 @@ def test_list_generation_models_reports_plainly(ws):
     assert result["video"]["available"] is False
     assert "No video generation provider" in result["video"]["description"]
 
-    settings = dataclasses.replace(
-        ws.services.settings, video_provider_url="https://video.example.com/v1"
+    settings = ws.services.settings.model_copy(
+        update={"video_provider_url": "https://video.example.com/v1"}
     )
     ws.ctx.services = dataclasses.replace(ws.services, settings=settings)
     configured = ws.call("list_generation_models").content

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 
@@ -28,7 +27,7 @@ def server(app):
     live = LiveServer(app).start()
     # simple_websocket's client sends a Host header without the port, which a browser
     # never does: the app is told where it lives, as a deployment's PUBLIC_URL would.
-    app.config["LOOPDESK"] = dataclasses.replace(app.config["LOOPDESK"], public_url=live.url)
+    app.config["LOOPDESK"] = app.config["LOOPDESK"].model_copy(update={"public_url": live.url})
     yield live
     live.stop()
 
