@@ -18,10 +18,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypedDict, TypeVar, Unpack
 
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator
+from pydantic_core import PydanticCustomError
 
 if TYPE_CHECKING:
     from app.tools.context import ToolContext
@@ -39,12 +40,45 @@ ApprovedHandler: TypeAlias = Callable[["ToolContext", dict[str, Any]], Outcome]
 ResponseCheck = Callable[["ToolContext", dict[str, Any], Any], str | None]
 
 
+def _not_a_boolean(value: Any) -> Any:
+    """Lax mode would take True as 1; a boolean is no number here."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("number_type", "Input should be a number, not a boolean")
+    return value
+
+
+def _true_or_false(value: Any) -> Any:
+    """Only "true" and "false" (any case) are taken as booleans, not "yes", "1" or 1."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return value
+
+
+# The scalars of a tool's input, read in pydantic's lax mode (models send "12" for 12): an
+# integer from "12" or 7.0 (not 1.5, nor True); a number from "1.5" (not True, nor "nan");
+# a boolean from "true" or "false" only. Their schema is the plain type's. A bounded one
+# puts its bounds before the validator, or pydantic would not send them as JSON Schema:
+# `Annotated[int, Field(ge=1, le=6), NOT_A_BOOLEAN]` (`input_schema` refuses the other).
+NOT_A_BOOLEAN = BeforeValidator(_not_a_boolean)
+Integer = Annotated[int, NOT_A_BOOLEAN]
+Number = Annotated[float, Field(allow_inf_nan=False), NOT_A_BOOLEAN]
+Boolean = Annotated[bool, Strict(), BeforeValidator(_true_or_false)]
+
+
 class ToolInput(BaseModel):
     """The base of every tool's input model: its fields are the input schema the model
     is sent (see `input_schema`), and the handler gets an instance. Unknown properties
-    are refused; an optional property is `X | None = None` (absent, never null)."""
+    are refused; an optional property is `X | None = None` (absent, never null). A field
+    that holds a number or a boolean is an `Integer`, `Number` or `Boolean`."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _never_null(cls, value: Any) -> Any:
+        if value is None:
+            raise PydanticCustomError("null", "Input should be left out rather than null")
+        return value
 
 
 class NoInput(ToolInput):
@@ -52,6 +86,11 @@ class NoInput(ToolInput):
 
 
 M = TypeVar("M", bound=ToolInput)
+
+
+# Bounds by pydantic's names, which its schema shows only for a bound it could not
+# apply to the type itself (one after a validator).
+PYDANTIC_BOUNDS = {"gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length"}
 
 
 def _cleaned(node: Any, defs: dict[str, Any]) -> Any:
@@ -75,6 +114,8 @@ def _cleaned(node: Any, defs: dict[str, Any]) -> Any:
     for key, value in node.items():
         if key in ("title", "default", "$defs"):
             continue
+        if key in PYDANTIC_BOUNDS:
+            raise TypeError(f"a bound ({key}) after a validator: see NOT_A_BOOLEAN")
         if key == "properties":
             cleaned[key] = {name: _cleaned(sub, defs) for name, sub in value.items()}
         else:
