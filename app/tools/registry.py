@@ -14,14 +14,21 @@ with the tool's result rows (`app.tools.invoke` rolls it back on failure).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypedDict, TypeVar, Unpack
 
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 if TYPE_CHECKING:
@@ -33,7 +40,7 @@ Phase = Literal["discovery", "build"]
 
 # What a handler may return: a result, a card (Pause), or content the model reads.
 Outcome: TypeAlias = "ToolResult | Pause | dict[str, Any] | str"
-# A handler takes its tool's input model (a plain dict for a tool built without one).
+# A handler takes its tool's input model.
 Handler: TypeAlias = Callable[["ToolContext", Any], Outcome]
 # An approved call's handler takes the card's exact arguments.
 ApprovedHandler: TypeAlias = Callable[["ToolContext", dict[str, Any]], Outcome]
@@ -201,18 +208,25 @@ def tool(
         note=options.get("note"),
         on_approved=options.get("on_approved"),
         label=options.get("label", ""),
+        declared=_DECLARED,
     )
 
 
-@dataclass(frozen=True)
+# What only `tool()` passes: a Tool is declared, never built by hand.
+_DECLARED = object()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Tool:
+    """A declared tool (`tool(...)`); building one directly is refused."""
+
     name: str
     description: str
     input_schema: dict[str, Any]
     category: Category
     handler: Handler
-    # The handler's typed arguments; the input schema is made from it (`input_schema`).
-    input_model: type[ToolInput] | None = None
+    # The handler's typed arguments and the input check; the input schema is made from it.
+    input_model: type[ToolInput]
     phase: Phase = "discovery"
     # The tool changes something (saves, generates, starts, remembers, links): in a
     # tainted conversation each call waits for the person's approval (app/chat/taint.py).
@@ -238,6 +252,12 @@ class Tool:
     # What a run's steps call it, in plain words ("Looked up your offers"); empty: made
     # from the name ("List offers").
     label: str = ""
+    # `tool()`'s token: a Tool built any other way is refused.
+    declared: InitVar[object] = None
+
+    def __post_init__(self, declared: object) -> None:
+        if declared is not _DECLARED:
+            raise TypeError(f"declare {self.name} with tool(...), not Tool(...)")
 
     def call_needs_approval(self, arguments: dict[str, Any]) -> bool:
         """Whether this call changes something, so a tainted conversation holds it."""
@@ -262,29 +282,48 @@ class Tool:
             "input_schema": self.input_schema,
         }
 
-    def typed(self, arguments: dict[str, Any]) -> Any:
+    def typed(self, arguments: dict[str, Any]) -> ToolInput:
         """The handler's arguments: checked arguments as the tool's input model."""
-        if self.input_model is None:
-            return arguments
         return self.input_model.model_validate(arguments)
 
     def checked_input(self, arguments: Any) -> CheckedInput:
-        """The arguments with quoted scalars coerced where the schema wants a number or a
-        boolean (models send "12" for 12), then checked strictly."""
-        coerced: list[str] = []
-        if isinstance(arguments, dict):
-            arguments = coerce_scalars(self.input_schema, arguments, "", coerced)
-        return CheckedInput(arguments, self.validation_error(arguments), tuple(coerced))
-
-    def validation_error(self, arguments: Any) -> str | None:
+        """The arguments as the input model reads them, in lax mode (models send "12" for
+        12, see `Integer`), or the problem the model is told."""
         if not isinstance(arguments, dict):
-            return "Tool input must be a JSON object."
-        errors = sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=str)
-        if not errors:
-            return None
-        first = errors[0]
-        where = "/".join(str(p) for p in first.absolute_path) or "input"
-        return f"Invalid input for {self.name} at {where}: {first.message}"
+            return CheckedInput(arguments, "Tool input must be a JSON object.")
+        try:
+            typed = self.typed(arguments)
+        except ValidationError as invalid:
+            return CheckedInput(arguments, invalid_input(self.name, invalid))
+        checked = typed.model_dump(mode="json", exclude_unset=True)
+        return CheckedInput(checked, None, tuple(_quoted_paths(arguments, checked, "")))
+
+
+def invalid_input(name: str, invalid: ValidationError) -> str:
+    """What the model is told about arguments its tool's input model refuses."""
+    first = invalid.errors()[0]
+    where = "/".join(str(part) for part in first["loc"]) or "input"
+    return f"Invalid input for {name} at {where}: {first['msg']}"
+
+
+def _quoted_paths(given: Any, checked: Any, path: str) -> list[str]:
+    """Where a quoted value was taken as a number or a boolean ("12" as 12)."""
+    if isinstance(given, dict) and isinstance(checked, dict):
+        return [
+            found
+            for key, value in given.items()
+            if key in checked
+            for found in _quoted_paths(value, checked[key], f"{path}/{key}")
+        ]
+    if isinstance(given, list) and isinstance(checked, list):
+        return [
+            found
+            for index, (value, taken) in enumerate(zip(given, checked, strict=False))
+            for found in _quoted_paths(value, taken, f"{path}/{index}")
+        ]
+    if isinstance(given, str) and not isinstance(checked, str):
+        return [path.lstrip("/") or "input"]
+    return []
 
 
 # The verbs a step label starts with, as a held call's question asks them (the label says
@@ -324,56 +363,7 @@ def held_question(label: str) -> str:
 class CheckedInput:
     arguments: Any
     problem: str | None
-    coerced: tuple[str, ...] = ()  # the paths whose quoted value was taken as a number
-
-
-INTEGER = re.compile(r"^\s*[-+]?\d+\s*$")
-NUMBER = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
-BOOLEANS = {"true": True, "false": False}
-
-
-def _types(schema: dict[str, Any]) -> set[str]:
-    declared = schema.get("type")
-    return set(declared) if isinstance(declared, list) else {declared} if declared else set()
-
-
-def _coerce_scalar(types: set[str], value: Any) -> Any:
-    """Lax mode, as pydantic's: "12" or 12.0 for an integer, "1.5" for a number,
-    "true"/"false" for a boolean. Anything else is left for the strict check to refuse."""
-    if "string" in types or isinstance(value, bool):
-        return value
-    if "integer" in types:
-        if isinstance(value, str) and INTEGER.match(value):
-            return int(value)
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-    if "number" in types and isinstance(value, str) and NUMBER.match(value):
-        number = float(value)
-        return int(number) if number.is_integer() and "." not in value else number
-    if "boolean" in types and isinstance(value, str) and value.strip().lower() in BOOLEANS:
-        return BOOLEANS[value.strip().lower()]
-    return value
-
-
-def coerce_scalars(schema: dict[str, Any], value: Any, path: str, coerced: list[str]) -> Any:
-    """A copy of `value` with scalars coerced where `schema` asks for a number or a
-    boolean; `coerced` collects the paths that changed."""
-    if isinstance(value, dict):
-        properties = schema.get("properties") or {}
-        return {
-            key: coerce_scalars(properties.get(key) or {}, item, f"{path}/{key}", coerced)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        items = schema.get("items") or {}
-        return [
-            coerce_scalars(items, item, f"{path}/{index}", coerced)
-            for index, item in enumerate(value)
-        ]
-    result = _coerce_scalar(_types(schema), value)
-    if result is not value:
-        coerced.append(path.lstrip("/") or "input")
-    return result
+    coerced: tuple[str, ...] = ()  # where a quoted value was taken as a number or boolean
 
 
 @lru_cache(maxsize=512)
