@@ -13,7 +13,7 @@ from app.agents.outputs import AgentFailed, fast_structured_output, save_output
 from app.agents.runner import AgentBrief, run_agent
 from app.kinds import RowKind
 from app.tools.context import ToolContext
-from app.tools.registry import AGENT, Tool, ToolInput, tool
+from app.tools.registry import AGENT, Integer, Tool, ToolInput, tool
 from app.tools.results import ToolFailure, ToolResult
 from app.workspace.models import Offer, Output, Persona
 
@@ -26,9 +26,9 @@ class AgentInput(ToolInput):
         max_length=8000,
         description="What to write, for whom, and anything to keep or change.",
     )
-    offer_id: int | None = Field(None, description="The offer this is for.")
-    persona_id: int | None = Field(None, description="The persona to write for.")
-    reference_output_ids: list[int] | None = Field(
+    offer_id: Integer | None = Field(None, description="The offer this is for.")
+    persona_id: Integer | None = Field(None, description="The persona to write for.")
+    reference_output_ids: list[Integer] | None = Field(
         None,
         max_length=5,
         description="Saved outputs (from any offer) to adapt or stay consistent with.",

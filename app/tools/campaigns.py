@@ -22,10 +22,12 @@ MAX_BRIEFING_CHARS = 20_000
 class CampaignInput(ToolInput):
     offer_id: OfferId
     name: str = Field(min_length=1, max_length=200)
-    # Any answers, at most 40 (a bound pydantic has no keyword for).
-    briefing: Annotated[dict[str, Any], WithJsonSchema({"type": "object", "maxProperties": 40})] = (
-        Field(description="The briefing's answers, e.g. goal, audience, channels, budget.")
-    )
+    # Any answers, at most 40 (sent as maxProperties, as it always was).
+    briefing: Annotated[
+        dict[str, Any],
+        Field(max_length=40),
+        WithJsonSchema({"type": "object", "maxProperties": 40}),
+    ] = Field(description="The briefing's answers, e.g. goal, audience, channels, budget.")
     status: Literal["draft", "started"] | None = None
 
 

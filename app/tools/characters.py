@@ -3,7 +3,7 @@ on a card before anything is saved."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from jsonschema import Draft202012Validator
 from pydantic import Field
@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from app.tools.agent import fast_output
 from app.tools.context import ToolContext
-from app.tools.registry import ACTION, ToolInput, ToolRegistry
+from app.tools.registry import ACTION, NOT_A_BOOLEAN, ToolInput, ToolRegistry
 from app.tools.results import Pause, ToolFailure, confirmation
 from app.tools.tool_prompts import tool_prompt
 from app.tools.workspace_facts import (
@@ -47,7 +47,7 @@ class LinkInput(ToolInput):
 class CastInput(ToolInput):
     persona_id: PersonaId
     offer_id: OfferId
-    count: int | None = Field(None, ge=1, le=6)
+    count: Annotated[int, Field(ge=1, le=6), NOT_A_BOOLEAN] | None = None
     direction: str | None = Field(
         None, max_length=1000, description="What the cast should be like, in the person's words."
     )

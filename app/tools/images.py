@@ -21,7 +21,7 @@ from app.media.providers import (
 )
 from app.tools.context import ToolContext
 from app.tools.read import asset_url
-from app.tools.registry import ACTION, ToolInput, ToolRegistry
+from app.tools.registry import ACTION, Integer, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure, ToolResult
 from app.tools.workspace_facts import CharacterId, OfferId, clean_text, persona_offer
 from app.workspace.images import FALLBACK_COLOURS
@@ -31,7 +31,7 @@ REGISTRY = ToolRegistry()
 
 LONGEST_SIDE = 1024
 PresetId = Annotated[
-    int, Field(description="An image preset's id (from list_image_presets or configure_image).")
+    Integer, Field(description="An image preset's id (from list_image_presets or configure_image).")
 ]
 AspectRatio = Annotated[
     str,

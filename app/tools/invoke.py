@@ -18,7 +18,7 @@ from app.llm.errors import (
     redact,
 )
 from app.tools.context import ToolContext
-from app.tools.registry import Tool
+from app.tools.registry import Tool, invalid_input
 from app.tools.results import Pause, ToolFailure, ToolResult
 
 log = logging.getLogger(__name__)
@@ -45,12 +45,10 @@ def invoke(
     except (StreamCancelled, StreamAborted):
         raise  # the run is ending: not the tool's failure
     except ValidationError as invalid:
-        # Checked against the schema already (`Tool.checked_input`); a model may still
-        # refuse what the schema let through.
+        # The loop checked the input already (`Tool.checked_input`); this is a caller that
+        # did not, or a handler's own model refusing what it was given.
         context.session.rollback()
-        first = invalid.errors()[0]
-        where = "/".join(str(part) for part in first["loc"]) or "input"
-        return ToolResult(f"Invalid input for {tool.name} at {where}: {first['msg']}", True)
+        return ToolResult(invalid_input(tool.name, invalid), True)
     except ToolFailure as failure:
         context.session.rollback()
         return ToolResult(str(failure), is_error=True)

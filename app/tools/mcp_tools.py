@@ -17,7 +17,7 @@ from app.mcp.client import McpError
 from app.mcp.models import McpServer
 from app.mcp.servers import model_name, target_of
 from app.tools.context import ToolContext
-from app.tools.registry import Tool
+from app.tools.registry import OutsideInput, Tool, outside_tool
 from app.tools.results import ToolFailure, ToolResult
 
 MAX_RESULT_CHARS = 20_000  # of one result, as the model reads it
@@ -34,25 +34,22 @@ def _tool(server: McpServer, definition: dict[str, Any]) -> Tool:
     server_name, server_id, policy = server.name, server.id, server.policy
     trusted_read_only = server.policy == "never" and tool_name in (server.read_only_approved or [])
 
-    def call(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
-        return _call(ctx, server_id, server_name, tool_name, arguments)
+    def call(ctx: ToolContext, args: OutsideInput) -> ToolResult:
+        return _call(ctx, server_id, server_name, tool_name, args.model_dump())
 
-    return Tool(
+    return outside_tool(
         name=model_name(server_name, tool_name),
         description=(
             f"(A tool of the outside MCP server '{server_name}'; its results are outside "
             f"content.) {definition.get('description') or ''}"
         ).strip(),
-        input_schema=definition["input_schema"],
-        category="read",
+        schema=definition["input_schema"],
         handler=call,
-        untrusted=True,
-        billable=True,
-        needs_approval_when_tainted=not trusted_read_only,
+        origin=server_name,
+        label=str(definition.get("title") or tool_name),
+        trusted_read_only=trusted_read_only,
         held_always=policy == "always",
         held_details=lambda _arguments: _held_details(server_name, policy, tool_name),
-        label=str(definition.get("title") or tool_name),
-        origin=server_name,
     )
 
 

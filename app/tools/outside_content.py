@@ -8,7 +8,7 @@ from pydantic import Field
 from app.net.fetch import FetchError, RedirectHeld, cross_host_redirects_held, fetch_text
 from app.tools.context import ToolContext
 from app.tools.held import REASON, fetch_confirmation
-from app.tools.registry import OUTSIDE, ToolInput, ToolRegistry, held_question
+from app.tools.registry import OUTSIDE, Integer, ToolInput, ToolRegistry, held_question
 from app.tools.results import Pause, ToolFailure, ToolResult
 from app.tools.urls import url_view
 from app.workspace.models import Attachment
@@ -24,7 +24,7 @@ UNTRUSTED_FILE_NOTE = (
 
 
 class AttachmentInput(ToolInput):
-    attachment_id: int = Field(description="The attachment's id.")
+    attachment_id: Integer = Field(description="The attachment's id.")
 
 
 class UrlInput(ToolInput):

@@ -9,7 +9,7 @@ from pydantic import Field
 from sqlalchemy import or_, select
 
 from app.tools.context import ToolContext
-from app.tools.registry import READ, NoInput, ToolInput, ToolRegistry
+from app.tools.registry import READ, Integer, NoInput, ToolInput, ToolRegistry
 from app.workspace.models import (
     Campaign,
     ImagePreset,
@@ -23,7 +23,7 @@ REGISTRY = ToolRegistry()
 
 MAX_LISTED = 100
 
-OfferId = Annotated[int, Field(description="The offer's id (from list_offers).")]
+OfferId = Annotated[Integer, Field(description="The offer's id (from list_offers).")]
 
 
 class OfferInput(ToolInput):
@@ -35,7 +35,7 @@ class PersonasInput(ToolInput):
 
 
 class PersonaInput(ToolInput):
-    persona_id: int = Field(description="The persona's id.")
+    persona_id: Integer = Field(description="The persona's id.")
 
 
 class AssetsInput(ToolInput):
@@ -43,11 +43,11 @@ class AssetsInput(ToolInput):
 
 
 class OutputInput(ToolInput):
-    output_id: int = Field(description="The output's id.")
+    output_id: Integer = Field(description="The output's id.")
 
 
 class CampaignInput(ToolInput):
-    campaign_id: int = Field(description="The campaign's id.")
+    campaign_id: Integer = Field(description="The campaign's id.")
 
 
 def _short(text: str | None, limit: int = 200) -> str:

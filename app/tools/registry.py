@@ -14,14 +14,22 @@ with the tool's result rows (`app.tools.invoke` rolls it back on failure).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypedDict, TypeVar, Unpack
 
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ConfigDict
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 if TYPE_CHECKING:
     from app.tools.context import ToolContext
@@ -32,19 +40,52 @@ Phase = Literal["discovery", "build"]
 
 # What a handler may return: a result, a card (Pause), or content the model reads.
 Outcome: TypeAlias = "ToolResult | Pause | dict[str, Any] | str"
-# A handler takes its tool's input model (a plain dict for a tool built without one).
+# A handler takes its tool's input model.
 Handler: TypeAlias = Callable[["ToolContext", Any], Outcome]
 # An approved call's handler takes the card's exact arguments.
 ApprovedHandler: TypeAlias = Callable[["ToolContext", dict[str, Any]], Outcome]
 ResponseCheck = Callable[["ToolContext", dict[str, Any], Any], str | None]
 
 
+def _not_a_boolean(value: Any) -> Any:
+    """Lax mode would take True as 1; a boolean is no number here."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("number_type", "Input should be a number, not a boolean")
+    return value
+
+
+def _true_or_false(value: Any) -> Any:
+    """Only "true" and "false" (any case) are taken as booleans, not "yes", "1" or 1."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return value
+
+
+# The scalars of a tool's input, read in pydantic's lax mode (models send "12" for 12): an
+# integer from "12" or 7.0 (not 1.5, nor True); a number from "1.5" (not True, nor "nan");
+# a boolean from "true" or "false" only. Their schema is the plain type's. A bounded one
+# puts its bounds before the validator, or pydantic would not send them as JSON Schema:
+# `Annotated[int, Field(ge=1, le=6), NOT_A_BOOLEAN]` (`input_schema` refuses the other).
+NOT_A_BOOLEAN = BeforeValidator(_not_a_boolean)
+Integer = Annotated[int, NOT_A_BOOLEAN]
+Number = Annotated[float, Field(allow_inf_nan=False), NOT_A_BOOLEAN]
+Boolean = Annotated[bool, Strict(), BeforeValidator(_true_or_false)]
+
+
 class ToolInput(BaseModel):
     """The base of every tool's input model: its fields are the input schema the model
     is sent (see `input_schema`), and the handler gets an instance. Unknown properties
-    are refused; an optional property is `X | None = None` (absent, never null)."""
+    are refused; an optional property is `X | None = None` (absent, never null). A field
+    that holds a number or a boolean is an `Integer`, `Number` or `Boolean`."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _never_null(cls, value: Any) -> Any:
+        if value is None:
+            raise PydanticCustomError("null", "Input should be left out rather than null")
+        return value
 
 
 class NoInput(ToolInput):
@@ -52,6 +93,11 @@ class NoInput(ToolInput):
 
 
 M = TypeVar("M", bound=ToolInput)
+
+
+# Bounds by pydantic's names, which its schema shows only for a bound it could not
+# apply to the type itself (one after a validator).
+PYDANTIC_BOUNDS = {"gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length"}
 
 
 def _cleaned(node: Any, defs: dict[str, Any]) -> Any:
@@ -75,6 +121,8 @@ def _cleaned(node: Any, defs: dict[str, Any]) -> Any:
     for key, value in node.items():
         if key in ("title", "default", "$defs"):
             continue
+        if key in PYDANTIC_BOUNDS:
+            raise TypeError(f"a bound ({key}) after a validator: see NOT_A_BOOLEAN")
         if key == "properties":
             cleaned[key] = {name: _cleaned(sub, defs) for name, sub in value.items()}
         else:
@@ -160,18 +208,82 @@ def tool(
         note=options.get("note"),
         on_approved=options.get("on_approved"),
         label=options.get("label", ""),
+        declared=_DECLARED,
     )
 
 
-@dataclass(frozen=True)
+class OutsideInput(ToolInput):
+    """An outside tool's arguments (an MCP server's tool): its schema is the server's, so
+    the server's schema checks them (`outside_tool`) and the handler reads them whole,
+    `args.model_dump()`."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def outside_tool(
+    *,
+    name: str,
+    description: str,
+    schema: dict[str, Any],
+    handler: Callable[[ToolContext, OutsideInput], Outcome],
+    origin: str,
+    label: str,
+    trusted_read_only: bool,
+    held_always: bool,
+    held_details: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Tool:
+    """A tool an outside server declared, as the OUTSIDE preset with that server's own
+    schema: untrusted results, every call billed, held as a write unless someone approved
+    its read-only claim, or always (the server's policy)."""
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=schema,
+        category=OUTSIDE.category,
+        handler=handler,
+        input_model=OutsideInput,
+        input_check=_schema_check(json.dumps(schema, sort_keys=True)),
+        needs_approval_when_tainted=not trusted_read_only,
+        held_always=held_always,
+        held_details=held_details,
+        untrusted=True,
+        billable=True,
+        label=label,
+        origin=origin,
+        declared=_DECLARED,
+    )
+
+
+@lru_cache(maxsize=512)
+def _schema_check(schema_json: str) -> Callable[[dict[str, Any]], str | None]:
+    """The first problem the schema finds in some arguments, as a path and a message."""
+    validator = Draft202012Validator(json.loads(schema_json))
+
+    def check(arguments: dict[str, Any]) -> str | None:
+        errors = sorted(validator.iter_errors(arguments), key=str)
+        if not errors:
+            return None
+        where = "/".join(str(part) for part in errors[0].absolute_path) or "input"
+        return f"{where}: {errors[0].message}"
+
+    return check
+
+
+# What only `tool()` passes: a Tool is declared, never built by hand.
+_DECLARED = object()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Tool:
+    """A declared tool (`tool(...)`); building one directly is refused."""
+
     name: str
     description: str
     input_schema: dict[str, Any]
     category: Category
     handler: Handler
-    # The handler's typed arguments; the input schema is made from it (`input_schema`).
-    input_model: type[ToolInput] | None = None
+    # The handler's typed arguments and the input check; the input schema is made from it.
+    input_model: type[ToolInput]
     phase: Phase = "discovery"
     # The tool changes something (saves, generates, starts, remembers, links): in a
     # tainted conversation each call waits for the person's approval (app/chat/taint.py).
@@ -202,6 +314,15 @@ class Tool:
     held_always: bool = False
     # The outside server it comes from (an MCP server's name); empty for our own tools.
     origin: str = ""
+    # An outside tool's check of its arguments against the server's own schema (our own
+    # tools' input models check theirs).
+    input_check: Callable[[dict[str, Any]], str | None] | None = None
+    # `tool()`'s token: a Tool built any other way is refused.
+    declared: InitVar[object] = None
+
+    def __post_init__(self, declared: object) -> None:
+        if declared is not _DECLARED:
+            raise TypeError(f"declare {self.name} with tool(...), not Tool(...)")
 
     def call_needs_approval(self, arguments: dict[str, Any]) -> bool:
         """Whether this call changes something, so a tainted conversation holds it."""
@@ -226,29 +347,51 @@ class Tool:
             "input_schema": self.input_schema,
         }
 
-    def typed(self, arguments: dict[str, Any]) -> Any:
+    def typed(self, arguments: dict[str, Any]) -> ToolInput:
         """The handler's arguments: checked arguments as the tool's input model."""
-        if self.input_model is None:
-            return arguments
         return self.input_model.model_validate(arguments)
 
     def checked_input(self, arguments: Any) -> CheckedInput:
-        """The arguments with quoted scalars coerced where the schema wants a number or a
-        boolean (models send "12" for 12), then checked strictly."""
-        coerced: list[str] = []
-        if isinstance(arguments, dict):
-            arguments = coerce_scalars(self.input_schema, arguments, "", coerced)
-        return CheckedInput(arguments, self.validation_error(arguments), tuple(coerced))
-
-    def validation_error(self, arguments: Any) -> str | None:
+        """The arguments as the input model reads them, in lax mode (models send "12" for
+        12, see `Integer`), or the problem the model is told."""
         if not isinstance(arguments, dict):
-            return "Tool input must be a JSON object."
-        errors = sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=str)
-        if not errors:
-            return None
-        first = errors[0]
-        where = "/".join(str(p) for p in first.absolute_path) or "input"
-        return f"Invalid input for {self.name} at {where}: {first.message}"
+            return CheckedInput(arguments, "Tool input must be a JSON object.")
+        problem = self.input_check(arguments) if self.input_check else None
+        if problem:
+            return CheckedInput(arguments, f"Invalid input for {self.name} at {problem}")
+        try:
+            typed = self.typed(arguments)
+        except ValidationError as invalid:
+            return CheckedInput(arguments, invalid_input(self.name, invalid))
+        checked = typed.model_dump(mode="json", exclude_unset=True)
+        return CheckedInput(checked, None, tuple(_quoted_paths(arguments, checked, "")))
+
+
+def invalid_input(name: str, invalid: ValidationError) -> str:
+    """What the model is told about arguments its tool's input model refuses."""
+    first = invalid.errors()[0]
+    where = "/".join(str(part) for part in first["loc"]) or "input"
+    return f"Invalid input for {name} at {where}: {first['msg']}"
+
+
+def _quoted_paths(given: Any, checked: Any, path: str) -> list[str]:
+    """Where a quoted value was taken as a number or a boolean ("12" as 12)."""
+    if isinstance(given, dict) and isinstance(checked, dict):
+        return [
+            found
+            for key, value in given.items()
+            if key in checked
+            for found in _quoted_paths(value, checked[key], f"{path}/{key}")
+        ]
+    if isinstance(given, list) and isinstance(checked, list):
+        return [
+            found
+            for index, (value, taken) in enumerate(zip(given, checked, strict=False))
+            for found in _quoted_paths(value, taken, f"{path}/{index}")
+        ]
+    if isinstance(given, str) and not isinstance(checked, str):
+        return [path.lstrip("/") or "input"]
+    return []
 
 
 # The verbs a step label starts with, as a held call's question asks them (the label says
@@ -288,56 +431,7 @@ def held_question(label: str) -> str:
 class CheckedInput:
     arguments: Any
     problem: str | None
-    coerced: tuple[str, ...] = ()  # the paths whose quoted value was taken as a number
-
-
-INTEGER = re.compile(r"^\s*[-+]?\d+\s*$")
-NUMBER = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
-BOOLEANS = {"true": True, "false": False}
-
-
-def _types(schema: dict[str, Any]) -> set[str]:
-    declared = schema.get("type")
-    return set(declared) if isinstance(declared, list) else {declared} if declared else set()
-
-
-def _coerce_scalar(types: set[str], value: Any) -> Any:
-    """Lax mode, as pydantic's: "12" or 12.0 for an integer, "1.5" for a number,
-    "true"/"false" for a boolean. Anything else is left for the strict check to refuse."""
-    if "string" in types or isinstance(value, bool):
-        return value
-    if "integer" in types:
-        if isinstance(value, str) and INTEGER.match(value):
-            return int(value)
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-    if "number" in types and isinstance(value, str) and NUMBER.match(value):
-        number = float(value)
-        return int(number) if number.is_integer() and "." not in value else number
-    if "boolean" in types and isinstance(value, str) and value.strip().lower() in BOOLEANS:
-        return BOOLEANS[value.strip().lower()]
-    return value
-
-
-def coerce_scalars(schema: dict[str, Any], value: Any, path: str, coerced: list[str]) -> Any:
-    """A copy of `value` with scalars coerced where `schema` asks for a number or a
-    boolean; `coerced` collects the paths that changed."""
-    if isinstance(value, dict):
-        properties = schema.get("properties") or {}
-        return {
-            key: coerce_scalars(properties.get(key) or {}, item, f"{path}/{key}", coerced)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        items = schema.get("items") or {}
-        return [
-            coerce_scalars(items, item, f"{path}/{index}", coerced)
-            for index, item in enumerate(value)
-        ]
-    result = _coerce_scalar(_types(schema), value)
-    if result is not value:
-        coerced.append(path.lstrip("/") or "input")
-    return result
+    coerced: tuple[str, ...] = ()  # where a quoted value was taken as a number or boolean
 
 
 @lru_cache(maxsize=512)

@@ -4,14 +4,14 @@ or a brand) and a storyboard for a short video ad, each saved as an output."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 from sqlalchemy import select
 
 from app.tools.agent import fast_output, output_result
 from app.tools.context import ToolContext
-from app.tools.registry import ACTION, ToolInput, ToolRegistry
+from app.tools.registry import ACTION, NOT_A_BOOLEAN, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure, ToolResult
 from app.tools.tool_prompts import tool_prompt
 from app.tools.workspace_facts import (
@@ -44,7 +44,7 @@ class StoryboardInput(ToolInput):
     offer_id: OfferId
     persona_id: PersonaId | None = Field(None, description="The persona the video speaks to.")
     format: str | None = Field(None, min_length=1, max_length=100)
-    scenes: int | None = Field(None, ge=3, le=12)
+    scenes: Annotated[int, Field(ge=3, le=12), NOT_A_BOOLEAN] | None = None
     direction: str | None = Field(
         None,
         max_length=2000,

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from app.tools.context import ToolContext
 from app.tools.questionnaire import MAX_OPTIONS, card, check_card_answer, option, step
 from app.tools.read import asset_url, available_presets
-from app.tools.registry import UI, ResponseCheck, ToolInput, ToolRegistry
+from app.tools.registry import UI, Boolean, Integer, ResponseCheck, ToolInput, ToolRegistry
 from app.tools.results import Pause, ToolFailure
 from app.workspace.models import Character, Offer, Persona, VisualAsset
 
@@ -33,11 +33,11 @@ class PromptInput(ToolInput):
 
 class PersonaChoiceInput(ToolInput):
     prompt: Prompt | None = None
-    offer_id: int | None = Field(None, description="Only this offer's personas.")
+    offer_id: Integer | None = Field(None, description="Only this offer's personas.")
 
 
 class BriefingInput(ToolInput):
-    offer_id: int | None = Field(None, description="The offer, when settled.")
+    offer_id: Integer | None = Field(None, description="The offer, when settled.")
 
 
 class AskOption(ToolInput):
@@ -49,7 +49,7 @@ class AskOption(ToolInput):
 class AskInput(ToolInput):
     question: str = Field(min_length=1, max_length=500)
     options: list[AskOption] | None = Field(None, max_length=8)
-    allow_free_text: bool | None = None
+    allow_free_text: Boolean | None = None
 
 
 NO_OFFERS = (

@@ -11,12 +11,13 @@ from sqlalchemy import select
 
 from app.media.providers import normalise_colours
 from app.tools.context import ToolContext
+from app.tools.registry import Integer
 from app.tools.results import ToolFailure
 from app.workspace.models import Offer, Persona
 
-OfferId = Annotated[int, Field(description="The offer's id (from list_offers).")]
-PersonaId = Annotated[int, Field(description="The persona's id (from list_personas).")]
-CharacterId = Annotated[int, Field(description="The character's id.")]
+OfferId = Annotated[Integer, Field(description="The offer's id (from list_offers).")]
+PersonaId = Annotated[Integer, Field(description="The persona's id (from list_personas).")]
+CharacterId = Annotated[Integer, Field(description="The character's id.")]
 
 
 def clean_text(value: str, what: str, one_line: bool = True) -> str:

@@ -19,7 +19,7 @@ from app.chat.models import Run
 from app.chat.runs import start_run
 from app.config import DEFAULT_HOST_MODEL
 from app.llm.demo import agent_output
-from app.tools.registry import Tool
+from app.tools.registry import ACTION, ToolInput, tool
 from app.tools.results import ToolResult, confirmation
 from app.workspace.models import Offer
 from tests.billing import metered, usage_events
@@ -173,24 +173,26 @@ def test_a_billable_tool_that_fails_is_not_billed(app, chat, fake_model):
     assert (event.billable_tool_calls, event.credits) == (0, HOST_WEIGHT)
 
 
+class HeroInput(ToolInput):
+    name: str
+
+
 def _approved_saves(ctx, args):
     return ToolResult({"saved": args["name"]})
 
 
 def test_an_approved_billable_call_is_billed_in_the_run_that_carries_it_out(app, chat, fake_model):
     app.extensions["services"].tools.add(
-        Tool(
+        tool(
             name="render_hero",
             description="Render a hero portrait (asks first).",
-            input_schema={
-                "type": "object",
-                "properties": {"name": {"type": "string"}},
-                "required": ["name"],
-            },
-            category="action",
-            needs_approval_when_tainted=True,
+            category=ACTION,
+            input=HeroInput,
+            phase="discovery",
             billable=True,
-            handler=lambda ctx, args: confirmation(args, "It costs credits.", "Render?"),
+            handler=lambda ctx, args: confirmation(
+                args.model_dump(), "It costs credits.", "Render?"
+            ),
             on_approved=_approved_saves,
         )
     )

@@ -8,7 +8,7 @@ import json
 import pytest
 from sqlalchemy import func, select
 
-from app.tools.registry import Tool
+from app.tools.registry import ACTION, ToolInput, tool
 from app.tools.results import ToolResult, confirmation
 from app.workspace.models import Character
 from tests.fake_model import Turn, text, tool_use
@@ -21,25 +21,25 @@ def _save(ctx, args):
     return ToolResult({"character_id": character.id, "name": character.name})
 
 
+class HeroInput(ToolInput):
+    name: str
+
+
 @pytest.fixture
 def held_tool(app):
-    tool = Tool(
+    declared = tool(
         name="save_hero",
         description="Save a hero (asks first).",
-        input_schema={
-            "type": "object",
-            "properties": {"name": {"type": "string"}},
-            "required": ["name"],
-        },
-        category="action",
-        needs_approval_when_tainted=True,
+        category=ACTION,
+        input=HeroInput,
+        phase="discovery",
         handler=lambda ctx, args: confirmation(
-            args, "Saving changes your workspace.", f"Save {args['name']}?"
+            args.model_dump(), "Saving changes your workspace.", f"Save {args.name}?"
         ),
         on_approved=_save,
     )
-    app.extensions["services"].tools.add(tool)
-    return tool
+    app.extensions["services"].tools.add(declared)
+    return declared
 
 
 def _characters(app):

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from app.chat.compaction import summary_cap_tokens
 from app.chat.models import Conversation, Message
 from app.chat.rows import insert_message
-from app.tools.registry import Tool
+from app.tools.registry import READ, NoInput, Tool, tool
 from tests.factories import ChatDriver
 from tests.fake_model import Turn, count_request_tokens, text, tool_use
 
@@ -75,11 +75,11 @@ def _summaries_then(fake_model, final_text="Here is my answer."):
 
 def _big_tools(count: int, chars: int) -> list[Tool]:
     return [
-        Tool(
+        tool(
             name=f"catalogue_lookup_{n}",
             description=_words(chars, f"lookup {n}"),
-            input_schema={"type": "object", "properties": {}},
-            category="read",
+            category=READ,
+            input=NoInput,
             handler=lambda ctx, args: "ok",
         )
         for n in range(count)
@@ -91,8 +91,8 @@ def test_the_seed_case_fits_on_the_first_try(make_app, fake_model, auth):
     # tokens of tool schemas, and 148,628 tokens of conversation text (by the fake's count).
     app, chat = _driver(make_app, fake_model, auth, thinking_budget=43_808)
     tools = app.extensions["services"].tools
-    for tool in _big_tools(16, 2_200):
-        tools.add(tool)
+    for big in _big_tools(16, 2_200):
+        tools.add(big)
     chat_id = chat.new_chat()
     _fill(app, chat_id, pairs=40, chars_per_message=11_891)
     _summaries_then(fake_model)

@@ -21,7 +21,7 @@ from app.chat.stale import INTERRUPTED, sweep
 from app.chat.stop import stop_active_run
 from app.db import utcnow
 from app.events import ConversationChanged
-from app.tools.registry import Tool
+from app.tools.registry import ACTION, ToolInput, tool
 from app.tools.results import ToolResult, confirmation
 from tests.factories import ChatDriver, run_log_entries
 from tests.fake_model import Turn, api_error, text, tool_use
@@ -303,18 +303,25 @@ def test_the_run_log_counts_the_frames_the_run_sent(app, chat, fake_model, tools
         assert session.get(Run, run_id).iterations == (2 if tools else 1)
 
 
+class HeroInput(ToolInput):
+    name: str
+
+
 def test_a_run_that_first_carries_out_an_approved_call_reads_its_request_after_it(
     app, chat, fake_model
 ):
     """The approved call runs before the first model call, so that call's request is read
     after it (with its result), and the log counts what was sent around it."""
     app.extensions["services"].tools.add(
-        Tool(
+        tool(
             name="save_hero",
             description="Save a hero (asks first).",
-            input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
-            category="action",
-            handler=lambda ctx, args: confirmation(args, "It changes your workspace.", "Save?"),
+            category=ACTION,
+            input=HeroInput,
+            phase="discovery",
+            handler=lambda ctx, args: confirmation(
+                args.model_dump(), "It changes your workspace.", "Save?"
+            ),
             on_approved=lambda ctx, args: ToolResult({"saved": args["name"]}),
         )
     )

@@ -139,13 +139,13 @@ def test_a_quoted_number_is_taken_as_a_number_and_the_log_says_so(app, chat, fak
 def test_a_crashing_tool_answers_with_a_reference_that_is_in_the_server_log(
     app, chat, fake_model, caplog
 ):
-    from app.tools.registry import Tool
+    from app.tools.registry import READ, NoInput, tool
 
     def crash(ctx, args):
         raise RuntimeError("disk on fire")
 
     app.extensions["services"].tools.add(
-        Tool("crash", "Crashes.", {"type": "object"}, category="read", handler=crash)
+        tool(name="crash", description="Crashes.", category=READ, input=NoInput, handler=crash)
     )
     fake_model.script(Turn(tool_use("crash", {})), Turn(text("Something broke.")))
     chat_id = chat.new_chat()
@@ -166,7 +166,7 @@ def test_secrets_in_tool_input_and_output_never_reach_the_log(make_app, fake_mod
     chat = ChatDriver(app, auth.client, auth)
     leaked_token = "ld_" + "x" * 40
     fake_model.script(
-        # A bad input that the validation error echoes back: the key is in input and output.
+        # A bad input: the key is in the input (the error says what is wrong, not what came).
         Turn(tool_use("get_offer", {"offer_id": api_key})),
         Turn(
             tool_use(
@@ -190,7 +190,7 @@ def test_secrets_in_tool_input_and_output_never_reach_the_log(make_app, fake_mod
         assert secret not in stored
     tools = [e.data for e in entries if e.kind == "tool_call"]
     assert [t["name"] for t in tools] == ["get_offer", "save_character"]
-    assert REDACTED in tools[0]["input"] and REDACTED in tools[0]["output"]
+    assert REDACTED in tools[0]["input"] and tools[0]["is_error"] is True
     assert tools[1]["is_error"] is False
     assert f"Agent {REDACTED}" in tools[1]["output"]
     assert f"https://{REDACTED}@example.com/home" in tools[1]["input"]  # only the secret goes

@@ -17,7 +17,7 @@ from app.chat.steps import RunSteps
 from app.chat.tool_calls import ToolCalls
 from app.kinds import RowKind
 from app.llm.client import AssistantTurn
-from app.tools.registry import Tool
+from app.tools.registry import ACTION, OUTSIDE, READ, UI, Preset, ToolInput, tool
 from app.tools.results import Pause, ToolResult
 
 
@@ -60,15 +60,26 @@ def calls(app, chat, monkeypatch) -> Calls:
     return Calls(tools, state, published)
 
 
-def _add(app, name: str, **values) -> None:
-    values.setdefault("handler", lambda ctx, args: ToolResult({"ok": name}))
-    values.setdefault("input_schema", {"type": "object", "properties": {"url": {"type": "string"}}})
+class UrlInput(ToolInput):
+    url: str | None = None
+
+
+class RequiredUrlInput(ToolInput):
+    url: str
+
+
+def _add(
+    app, name: str, category: Preset = READ, input: type[ToolInput] = UrlInput, **options
+) -> None:
+    handler = options.pop("handler", lambda ctx, args: ToolResult({"ok": name}))
     app.extensions["services"].tools.add(
-        Tool(
+        tool(
             name=name,
             description=name,
-            category=values.pop("category", "read"),
-            **values,
+            category=category,
+            input=input,
+            handler=handler,
+            **options,
         )
     )
 
@@ -88,7 +99,7 @@ def _assistant_row(app, calls: Calls):
 
 
 def test_an_unknown_tool_and_a_bad_input_are_answered_with_errors_and_the_run_goes_on(app, calls):
-    _add(app, "strict_tool", input_schema={"type": "object", "required": ["url"]})
+    _add(app, "strict_tool", input=RequiredUrlInput)
     turn = calls.turn(("no_such_tool", {}), ("strict_tool", {}))
 
     assert calls.tools.run_tools(turn, _assistant_row(app, calls)) is False
@@ -111,8 +122,8 @@ def test_a_billable_call_is_counted_once_it_ran_without_error(app, calls):
 
 
 def test_an_untrusted_result_taints_the_run_and_a_later_write_is_held_on_a_card(app, chat, calls):
-    _add(app, "read_page", untrusted=True)
-    _add(app, "save_thing", category="action", needs_approval_when_tainted=True)
+    _add(app, "read_page", category=OUTSIDE)
+    _add(app, "save_thing", category=ACTION)
     row = _assistant_row(app, calls)
 
     paused = calls.tools.run_tools(calls.turn(("read_page", {}), ("save_thing", {})), row)
@@ -129,7 +140,7 @@ def test_an_untrusted_result_taints_the_run_and_a_later_write_is_held_on_a_card(
 
 
 def test_only_one_question_is_asked_per_turn(app, chat, calls):
-    ask = {"category": "ui", "handler": lambda ctx, args: Pause({"kind": "choice"})}
+    ask = {"category": UI, "handler": lambda ctx, args: Pause({"kind": "choice"})}
     _add(app, "ask_one", **ask)
     _add(app, "ask_two", **ask)
 

@@ -15,7 +15,7 @@ from app.chat.fitting import TurnTooLarge, fit_messages
 from app.chat.models import Message
 from app.kinds import RowKind
 from app.llm.budget import estimate_messages
-from app.tools.registry import Tool
+from app.tools.registry import READ, Integer, Tool, ToolInput, tool
 from tests.factories import AuthActions, ChatDriver
 from tests.fake_model import Turn, count_request_tokens, text, tool_use, validate_request
 
@@ -34,17 +34,17 @@ def _page(number: int) -> str:
     return (line * (PAGE_CHARS // len(line) + 1))[:PAGE_CHARS]
 
 
+class PageInput(ToolInput):
+    page: Integer
+
+
 def _read_page_tool() -> Tool:
-    return Tool(
+    return tool(
         name="read_page",
         description="Read one page of the person's documents.",
-        input_schema={
-            "type": "object",
-            "properties": {"page": {"type": "integer"}},
-            "required": ["page"],
-        },
-        category="read",
-        handler=lambda ctx, args: _page(args["page"]),
+        category=READ,
+        input=PageInput,
+        handler=lambda ctx, args: _page(args.page),
     )
 
 

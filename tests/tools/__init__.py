@@ -39,9 +39,9 @@ class Workspace:
     bob_ids: dict[str, int] = field(default_factory=dict)
 
     def call(self, name: str, args: dict | None = None, *, approved: bool = False):
-        """Call a tool as the loop does: its input read in lax mode and checked (not an
-        approved card's), then `invoke` with provenance stamped, after a commit (no
-        transaction may be open).
+        """Call a tool as the loop does: its input read by its input model in lax mode (not
+        an approved card's; a refused input is the loop's `is_error` result), then `invoke`
+        with provenance stamped, after a commit (no transaction may be open).
         Returns the ToolResult or the card (Pause); an `is_error` result, whose writes
         `invoke` rolled back, raises ToolFailure with the text the model would read."""
         outcome = self.outcome(name, args, approved=approved)
@@ -58,7 +58,8 @@ class Workspace:
         arguments = args or {}
         if not approved:  # an approved card's arguments go to its handler as they are
             checked = tool.checked_input(arguments)
-            assert checked.problem is None, checked.problem
+            if checked.problem:
+                return ToolResult(checked.problem, is_error=True)
             arguments = checked.arguments
         self.session.commit()
         with stamped(self.session, self.ctx):

@@ -66,7 +66,7 @@ def fails(ws, name, args, message=None):
 
 
 def invalid(ws, name, args) -> str:
-    problem = ws.services.tools.get(name).validation_error(args)
+    problem = ws.services.tools.get(name).checked_input(args).problem
     assert problem, f"{name} accepted {args!r}"
     return problem
 
@@ -121,7 +121,7 @@ def test_save_character_with_and_without_a_persona(ws):
         {"name": "Mira"},
         {"name": 7, "description": "x"},
         {"name": "", "description": "x"},
-        {"name": "Mira", "description": "x", "persona_id": "3"},
+        {"name": "Mira", "description": "x", "persona_id": "three"},
         {"name": "Mira", "description": "x", "extra": 1},
     ],
 )
@@ -166,7 +166,7 @@ def test_link_character_persona(ws):
 
 
 @pytest.mark.parametrize(
-    "args", [{}, {"character_id": 1}, {"persona_id": 1}, {"character_id": "1", "persona_id": 1}]
+    "args", [{}, {"character_id": 1}, {"persona_id": 1}, {"character_id": "one", "persona_id": 1}]
 )
 def test_link_character_persona_input_is_validated(ws, args):
     invalid(ws, "link_character_persona", args)
@@ -332,7 +332,7 @@ def test_generate_image_takes_shared_presets_and_titles_from_the_prompt(ws):
         {"prompt": 5},
         {"prompt": "x", "aspect_ratio": "4x5"},
         {"prompt": "x", "aspect_ratio": "0:5"},
-        {"prompt": "x", "offer_id": "1"},
+        {"prompt": "x", "offer_id": "one"},
         {"prompt": "x", "preset_id": 1.5},
         {"prompt": "x" * 2001},
     ],
@@ -384,7 +384,7 @@ def test_generate_character_portrait_sets_the_portrait(ws):
 
 def test_generate_character_portrait_checks_its_ids(ws):
     invalid(ws, "generate_character_portrait", {})
-    invalid(ws, "generate_character_portrait", {"character_id": "1"})
+    invalid(ws, "generate_character_portrait", {"character_id": "one"})
     bobs = ws.session.scalar(select(Character.id).where(Character.user_id == ws.bob.id))
     fails(
         ws,
@@ -536,7 +536,7 @@ def test_element_sheet_needs_an_id_of_the_callers(ws, fake_model):
     )
     bobs = ws.session.scalar(select(Character.id).where(Character.user_id == ws.bob.id))
     fails(ws, "generate_element_sheet", {"character_id": bobs})
-    invalid(ws, "generate_element_sheet", {"offer_id": "1"})
+    invalid(ws, "generate_element_sheet", {"offer_id": "one"})
     invalid(ws, "generate_element_sheet", {"focus": 3})
     assert fake_model.requests == []  # no model call for a refused request
 
@@ -571,7 +571,7 @@ def test_storyboard_is_saved_with_the_requested_scene_count(ws, fake_model):
         {},
         {"offer_id": 1, "scenes": 2},
         {"offer_id": 1, "scenes": 13},
-        {"offer_id": 1, "scenes": "6"},
+        {"offer_id": 1, "scenes": "six"},
         {"offer_id": 1, "format": ""},
         {"offer_id": 1, "persona_id": None},
     ],
@@ -658,7 +658,7 @@ def test_propose_cast_list_default_count_is_three(ws, fake_model):
         {"offer_id": 1},
         {"persona_id": 1, "offer_id": 1, "count": 0},
         {"persona_id": 1, "offer_id": 1, "count": 7},
-        {"persona_id": 1, "offer_id": 1, "count": "3"},
+        {"persona_id": 1, "offer_id": 1, "count": "three"},
         {"persona_id": 1, "offer_id": 1, "direction": ["x"]},
     ],
 )

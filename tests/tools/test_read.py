@@ -191,26 +191,31 @@ def test_foreign_ids_are_not_found_and_reveal_nothing(ws, name, arg, kind, label
 @pytest.mark.parametrize(("name", "arg", "kind", "label"), FOREIGN)
 def test_input_is_validated(ws, name, arg, kind, label):
     declared = ws.services.tools.get(name)
-    assert declared.validation_error({arg: str(ws.ids[kind])})
-    assert declared.validation_error({arg: True})
-    assert declared.validation_error({arg: 1, "extra": 1})
-    assert declared.validation_error([arg])
-    assert declared.validation_error({arg: ws.ids[kind]}) is None
+
+    def problem(arguments):
+        return declared.checked_input(arguments).problem
+
+    assert problem({arg: f"#{ws.ids[kind]}"})
+    assert problem({arg: True})
+    assert problem({arg: 1, "extra": 1})
+    assert problem([arg])
+    assert problem({arg: ws.ids[kind]}) is None
+    assert declared.checked_input({arg: str(ws.ids[kind])}).arguments == {arg: ws.ids[kind]}
     if declared.input_schema["required"]:
-        assert declared.validation_error({})
+        assert problem({})
 
 
 def test_argument_free_tools_reject_arguments(ws):
     for name in ("list_offers", "get_chat_outputs", "list_image_presets", "list_generation_models"):
-        assert ws.services.tools.get(name).validation_error({"offer_id": 1})
+        assert ws.services.tools.get(name).checked_input({"offer_id": 1}).problem
     fetch = ws.services.tools.get("fetch_url")
-    assert fetch.validation_error({})
-    assert fetch.validation_error({"url": ""})
-    assert fetch.validation_error({"url": 5})
+    assert fetch.checked_input({}).problem
+    assert fetch.checked_input({"url": ""}).problem
+    assert fetch.checked_input({"url": 5}).problem
 
 
 def test_arguments_the_input_model_refuses_are_an_error_for_the_model(ws):
-    """What reaches `invoke` unchecked (the loop checks the schema first) and does not fit
+    """What reaches `invoke` unchecked (the loop checks the input first) and does not fit
     the tool's input model is answered like any invalid input, not as a crash."""
     from app.tools.invoke import invoke
 

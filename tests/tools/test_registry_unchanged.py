@@ -9,9 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from app.agents.catalog import load_agents
 from app.tools.build import build_registry
-from app.tools.registry import Tool
+from app.tools.registry import READ, NoInput, Tool, input_schema
+from app.tools.registry import tool as declare
 
 TODAY = Path(__file__).with_name("registry_today.json")
 
@@ -63,11 +66,33 @@ def test_every_tool_is_sent_to_the_model_as_before():
         )
 
 
-def test_an_invalid_input_is_answered_as_before():
+def test_an_invalid_input_names_the_tool_the_property_and_what_is_wrong():
     registry = build_registry(load_agents())
     assert registry.get("get_offer").checked_input({}).problem == (
-        "Invalid input for get_offer at input: 'offer_id' is a required property"
+        "Invalid input for get_offer at offer_id: Field required"
     )
     assert registry.get("set_phase").checked_input({"phase": "done"}).problem == (
-        "Invalid input for set_phase at phase: 'done' is not one of ['discovery', 'build']"
+        "Invalid input for set_phase at phase: Input should be 'discovery' or 'build'"
     )
+    assert registry.get("get_offer").checked_input({"offer_id": 3, "extra": 1}).problem == (
+        "Invalid input for get_offer at extra: Extra inputs are not permitted"
+    )
+    assert (
+        registry.get("get_offer").checked_input([3]).problem == "Tool input must be a JSON object."
+    )
+
+
+def test_a_tool_is_only_declared_with_tool():
+    with pytest.raises(TypeError, match=r"declare get_offer with tool\(\.\.\.\)"):
+        Tool(
+            name="get_offer",
+            description="Read an offer.",
+            input_schema={"type": "object"},
+            category="read",
+            handler=lambda ctx, args: "ok",
+            input_model=NoInput,
+        )
+    declared = declare(
+        name="get_offer", description="Read an offer.", category=READ, input=NoInput, handler=print
+    )
+    assert declared.input_model is NoInput and declared.input_schema == input_schema(NoInput)

@@ -317,14 +317,16 @@ def test_ask_user_free_text_only(ws):
 
 def test_ask_user_input_validation(ws):
     declared = ws.services.tools.get("ask_user")
-    assert declared.validation_error({}) is not None
-    assert declared.validation_error({"question": ""}) is not None
-    assert declared.validation_error({"question": "x" * 501}) is not None
-    assert declared.validation_error({"question": "Q", "options": [{"label": "A"}]}) is not None
+    assert declared.checked_input({}).problem is not None
+    assert declared.checked_input({"question": ""}).problem is not None
+    assert declared.checked_input({"question": "x" * 501}).problem is not None
+    assert (
+        declared.checked_input({"question": "Q", "options": [{"label": "A"}]}).problem is not None
+    )
     many = [{"label": f"O{i}", "value": f"o{i}"} for i in range(9)]
-    assert declared.validation_error({"question": "Q", "options": many}) is not None
-    assert declared.validation_error({"question": "Q", "allow_free_text": "yes"}) is not None
-    assert declared.validation_error({"question": "Q", "options": many[:8]}) is None
+    assert declared.checked_input({"question": "Q", "options": many}).problem is not None
+    assert declared.checked_input({"question": "Q", "allow_free_text": "yes"}).problem is not None
+    assert declared.checked_input({"question": "Q", "options": many[:8]}).problem is None
     duplicate = [{"label": "A", "value": "same"}, {"label": "B", "value": "same"}]
     with pytest.raises(ToolFailure, match="different value"):
         ws.call("ask_user", {"question": "Q", "options": duplicate})
@@ -333,12 +335,13 @@ def test_ask_user_input_validation(ws):
 @pytest.mark.parametrize("name", UI_TOOLS)
 def test_ui_inputs_reject_unknown_and_mistyped_fields(ws, name):
     declared = ws.services.tools.get(name)
-    assert declared.validation_error({"question": "Q", "surprise": 1}) is not None
+    assert declared.checked_input({"question": "Q", "surprise": 1}).problem is not None
     if "prompt" in declared.input_schema["properties"]:
-        assert declared.validation_error({"prompt": 3}) is not None
-        assert declared.validation_error({"prompt": "Pick one"}) is None
+        assert declared.checked_input({"prompt": 3}).problem is not None
+        assert declared.checked_input({"prompt": "Pick one"}).problem is None
     if "offer_id" in declared.input_schema["properties"]:
-        assert declared.validation_error({"offer_id": "1"}) is not None
+        assert declared.checked_input({"offer_id": "one"}).problem is not None
+        assert declared.checked_input({"offer_id": "1"}).arguments == {"offer_id": 1}
 
 
 @pytest.mark.parametrize("name", UI_TOOLS)
