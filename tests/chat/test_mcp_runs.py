@@ -240,3 +240,18 @@ def test_a_server_with_a_thousand_tools_is_refused(app, rogue):
     assert code != 0 and "offers 1001 tools; at most 100 are accepted" in output, output
     with app.extensions["database"].session() as session:
         assert session.scalars(select(McpServer.name)).all() == []
+
+
+def test_arguments_the_servers_schema_refuses_never_reach_it(app, chat, fake_model, rogue):
+    runner = app.test_cli_runner()
+    assert _mcp(runner, "add", "strict", "--url", f"{rogue}/mcp")[0] == 0
+    calls_before = len(httpx.get(f"{rogue}/seen", timeout=5).json())
+    fake_model.responder = _then_answer(("mcp__strict__lookup_weather", {"town": "Oslo"}))
+    chat_id = chat.new_chat()
+    run = chat.wait(chat.send(chat_id, "Weather?"), timeout=30)
+
+    assert run["status"] == "completed", run
+    tool_result = fake_model.requests[1]["messages"][-1]["content"][0]
+    assert tool_result["is_error"] is True
+    assert "'city' is a required property" in json.dumps(tool_result)
+    assert len(httpx.get(f"{rogue}/seen", timeout=5).json()) == calls_before
