@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeVar, U
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict
 
+from app.row_meta import Card, HeldDetails
+
 if TYPE_CHECKING:
     from app.tools.context import ToolContext
     from app.tools.results import Pause, ToolResult
@@ -36,7 +38,7 @@ Outcome: TypeAlias = "ToolResult | Pause | dict[str, Any] | str"
 Handler: TypeAlias = Callable[["ToolContext", Any], Outcome]
 # An approved call's handler takes the card's exact arguments.
 ApprovedHandler: TypeAlias = Callable[["ToolContext", dict[str, Any]], Outcome]
-ResponseCheck = Callable[["ToolContext", dict[str, Any], Any], str | None]
+ResponseCheck = Callable[["ToolContext", Card, Any], str | None]
 
 
 class ToolInput(BaseModel):
@@ -126,7 +128,7 @@ class ToolOptions(TypedDict, total=False):
     billable: bool
     fetches_url: bool
     needs_approval_for: Callable[[dict[str, Any]], bool] | None
-    held_details: Callable[[dict[str, Any]], dict[str, Any]] | None
+    held_details: Callable[[dict[str, Any]], HeldDetails] | None
     check_response: ResponseCheck | None
     on_approved: ApprovedHandler | None
 
@@ -180,7 +182,7 @@ class Tool:
     # this call changes nothing the gate protects (set_phase back to discovery).
     needs_approval_for: Callable[[dict[str, Any]], bool] | None = None
     # What a held call's card shows besides its arguments, e.g. remember's exact facts.
-    held_details: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    held_details: Callable[[dict[str, Any]], HeldDetails] | None = None
     # Its results are untrusted content (a fetched page, an attached file).
     untrusted: bool = False
     billable: bool = False
