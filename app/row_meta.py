@@ -8,8 +8,9 @@ which keeps them, sits above those layers. A row's kind says which of these its 
 kind keeps, typed as that kind keeps it. tests/chat/test_row_meta.py checks both: each
 key written in app/ is declared for its kind, and RowMeta agrees with the kinds."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the TypedDicts read their annotations when they
+# are made, so that `__required_keys__` and `__optional_keys__` tell NotRequired keys apart
+# (tests/chat/test_row_meta.py checks rows against them).
 from collections.abc import Mapping
 from typing import Any, NotRequired, Required, TypedDict, cast
 
