@@ -207,9 +207,3 @@ def output_in(meta: Mapping[str, Any] | None) -> AgentOutput | None:
     """The output an agent_output row shows, or None."""
     output = (meta or {}).get("agentOutput")
     return cast(AgentOutput, output) if isinstance(output, dict) else None
-
-
-def steps_in(meta: Mapping[str, Any] | None) -> StepsSummary | None:
-    """The run's steps a row keeps, or None."""
-    steps = (meta or {}).get("steps")
-    return cast(StepsSummary, steps) if isinstance(steps, dict) else None
