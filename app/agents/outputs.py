@@ -15,6 +15,7 @@ from app.agents.guidelines import append_guidelines, current_rules
 from app.events import AgentToken, Event, Timeline
 from app.llm.client import ModelClient
 from app.llm.structured import Shape, StructuredOutputFailed, structured_call
+from app.row_meta import AgentOutput
 from app.workspace.models import Offer, Output
 
 FAST_MAX_TOKENS = 4096
@@ -44,7 +45,7 @@ class SavedOutput:
     slug: str
     title: str
     content: dict[str, Any]
-    shown: dict[str, Any]
+    shown: AgentOutput
 
 
 def answer_tool_name(name: str) -> str:
@@ -142,7 +143,7 @@ def save_output(
     )
     session.add(saved)
     session.flush()
-    shown = {
+    shown: AgentOutput = {
         "outputId": saved.id,
         "agent": slug,
         "agentName": name,

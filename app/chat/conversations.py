@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.chat.models import TITLE_DEFAULT, TITLE_PERSON, Conversation, Message
+from app.chat.shapes import meta_of
 from app.kinds import RowKind
 
 DEFAULT_TITLE = "New chat"
@@ -67,7 +68,7 @@ def conversation_dict(conversation: ListedConversation) -> dict[str, Any]:
 def row_dict(row: Message, siblings: list[int] | None = None) -> dict[str, Any]:
     """A row as the API and the JSON socket show it (docs/CONTRACT.md). `siblings`: the
     alternatives at this point (app/chat/branches.py); without them, the row alone."""
-    data = {
+    data: dict[str, Any] = {
         "id": row.id,
         "sequence": row.sequence,
         "parent": row.parent_sequence,
@@ -77,19 +78,20 @@ def row_dict(row: Message, siblings: list[int] | None = None) -> dict[str, Any]:
         "content": row.content,
         "created_at": row.created_at.isoformat() + "Z",
     }
-    if "card" in row.meta:
-        data["card"] = row.meta["card"]
-    if "agentOutput" in row.meta:
-        data["agentOutput"] = row.meta["agentOutput"]
-    if "summary" in row.meta:
-        data["summary"] = row.meta["summary"]
-    if row.meta.get("stopped"):
+    meta = meta_of(row)
+    if "card" in meta:
+        data["card"] = meta["card"]
+    if "agentOutput" in meta:
+        data["agentOutput"] = meta["agentOutput"]
+    if "summary" in meta:
+        data["summary"] = meta["summary"]
+    if meta.get("stopped"):
         data["stopped"] = True  # Stop ended this answer (or, on a notice, before any text)
-    if row.meta.get("files"):
-        data["files"] = row.meta["files"]  # a person's message: the files it went with
-    if row.kind == RowKind.USER and row.meta.get("untrusted"):
+    if meta.get("files"):
+        data["files"] = meta["files"]  # a person's message: the files it went with
+    if row.kind == RowKind.USER and meta.get("untrusted"):
         # A person's message carrying a starter written from a web page (app/chat/taint.py).
-        data["untrusted_sources"] = row.meta["untrusted"]
-    if "steps" in row.meta:
-        data["steps"] = row.meta["steps"]  # the run's steps, kept on its first shown row
+        data["untrusted_sources"] = meta["untrusted"]
+    if "steps" in meta:
+        data["steps"] = meta["steps"]  # the run's steps, kept on its first shown row
     return data

@@ -20,12 +20,11 @@ from app.chat.markdown_safety import markdown_block, markdown_inline
 from app.chat.models import Conversation
 from app.chat.shapes import is_confirmation
 from app.kinds import CardStatus, RowKind
+from app.row_meta import AgentOutput, Card, card_in, output_in
 from app.workspace.models import Attachment
 
 FORMATS = ("md", "json")
-CardSummary = Callable[
-    [dict[str, Any]], list[dict[str, Any]]
-]  # [{"title", "answers": [label, ...]}]
+CardSummary = Callable[[Card], list[dict[str, Any]]]  # [{"title", "answers": [label, ...]}]
 
 
 @dataclass(frozen=True)
@@ -83,16 +82,17 @@ def _row_markdown(row: dict[str, Any], card_summary: CardSummary) -> list[str]:
     lines = [f"## {who} · {when}", ""]
     if row.get("content"):
         lines.extend([markdown_block(row["content"]), ""])
-    if "card" in row:
-        lines.extend(_card_markdown(row["card"], card_summary))
-    if "agentOutput" in row:
-        lines.extend(_output_markdown(row["agentOutput"]))
+    card, output = card_in(row), output_in(row)  # a row's dict carries them as its meta
+    if card is not None:
+        lines.extend(_card_markdown(card, card_summary))
+    if output is not None:
+        lines.extend(_output_markdown(output))
     if row.get("stopped"):
         lines.extend(["*Stopped*", ""])
     return lines
 
 
-def _card_markdown(card: dict[str, Any], card_summary: CardSummary) -> list[str]:
+def _card_markdown(card: Card, card_summary: CardSummary) -> list[str]:
     lines = [f"> **{markdown_inline(card.get('title') or 'A question for you')}**"]
     if is_confirmation(card):
         answer = card.get("answer") or {}
@@ -115,7 +115,7 @@ def _card_markdown(card: dict[str, Any], card_summary: CardSummary) -> list[str]
     return lines
 
 
-def _output_markdown(output: dict[str, Any]) -> list[str]:
+def _output_markdown(output: AgentOutput) -> list[str]:
     name = markdown_inline(output.get("agentName") or output.get("agent") or "Result")
     lines = [f"### {name}: {markdown_inline(output.get('title', ''))}".rstrip(), ""]
     lines.extend(_value_markdown(output.get("content"), 0))

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.chat.branches import branch_rows
 from app.chat.models import Conversation, Message
+from app.chat.shapes import meta_of
 
 DISMISSED = json.dumps({"dismissed": True})
 ROWS_PER_MESSAGE = 3  # how many rows to read per message the cap allows
@@ -33,7 +34,7 @@ def merge_rows(rows: list[Message]) -> list[dict[str, Any]]:
     """Rows with blocks become messages; same-role neighbours merge into one."""
     messages: list[dict[str, Any]] = []
     for row in rows:
-        blocks = row.meta.get("blocks")
+        blocks = meta_of(row).get("blocks")
         if not blocks or row.role not in ("user", "assistant"):
             continue
         _append(messages, row.role, blocks)

@@ -82,7 +82,8 @@ class Conversation(Base):
 
 class Message(Base):
     """One row of a conversation. `meta` holds the Anthropic blocks, hidden, awaiting, card
-    and agentOutput; `sequence` is allocated only by `chat.rows.insert_message`."""
+    and agentOutput: what each kind keeps is app/row_meta.py's, read through
+    `chat.shapes.meta_of`. `sequence` is allocated only by `chat.rows.insert_message`."""
 
     __tablename__ = "messages"
     __table_args__ = (UniqueConstraint("conversation_id", "sequence"), NEVER_REUSED_IDS)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, case, func, insert, select
@@ -14,6 +15,7 @@ from app.chat.search import index_row
 from app.db import utcnow
 from app.kinds import RowKind
 from app.llm.budget import estimate_blocks
+from app.row_meta import ToolResultMeta
 
 _messages = cast(Table, Message.__table__)  # typed as any FromClause
 _conversations = cast(Table, Conversation.__table__)  # typed as any FromClause
@@ -86,7 +88,7 @@ def insert_message(
     role: str,
     kind: str,
     content: str = "",
-    meta: dict[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> Message:
     """Append a row with the next sequence, inside the caller's transaction, after the
     shown branch's leaf (its `parent_sequence`).
@@ -147,7 +149,7 @@ def insert_tool_result(
     }
     if is_error:
         block["is_error"] = True
-    meta: dict[str, Any] = {"blocks": [block], "hidden": True, "tool": tool_name}
+    meta: ToolResultMeta = {"blocks": [block], "hidden": True, "tool": tool_name}
     if untrusted:
         meta["untrusted"] = untrusted
     return insert_message(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
@@ -29,6 +28,7 @@ from app.chat.run_state import RunFrames, RunIds, RunState
 from app.chat.runs import finish_run, run_status
 from app.kinds import RowKind
 from app.llm.client import AssistantTurn
+from app.row_meta import ErrorMeta, HostMeta
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +53,11 @@ class MeteredRun:
     turn_index: int
 
 
-def assistant_row(turn: AssistantTurn) -> tuple[str, dict[str, Any]]:
+def assistant_row(turn: AssistantTurn) -> tuple[str, HostMeta]:
     """The content and meta of the row that keeps a model turn (hidden when it has no
     text: the model still reads its blocks)."""
     text = turn.text.strip()
-    meta: dict[str, Any] = {"blocks": turn.content, "stop_reason": turn.stop_reason}
+    meta: HostMeta = {"blocks": turn.content, "stop_reason": turn.stop_reason}
     if not text:
         meta["hidden"] = True
     if not turn.content:
@@ -150,7 +150,7 @@ def fail(
             role="assistant",
             kind=RowKind.ERROR,
             content=message,
-            meta={"code": code},
+            meta=ErrorMeta(code=code),
         )
         session.commit()
     frames.emit(ev.RowPersisted(row_dict(row), ids.run_id))

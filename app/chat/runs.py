@@ -3,6 +3,7 @@ claim (compare-and-set), finish and cancel."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Table, bindparam, func, insert, select, update
@@ -19,9 +20,10 @@ from app.chat.models import (
     RunStatus,
 )
 from app.chat.rows import note_conversation_locked
-from app.chat.shapes import is_confirmation
+from app.chat.shapes import card_of, is_confirmation
 from app.db import as_loaded, rows_changed, utcnow
 from app.kinds import CardStatus, RowKind
+from app.row_meta import card_in
 
 
 class RunConflict(Exception):
@@ -231,7 +233,8 @@ def latest_card(session: Session, conversation_id: int) -> Message | None:
 
 def waiting(row: Message | None) -> Message | None:
     """`row` when it is a card still waiting for an answer."""
-    if row is None or row.meta.get("card", {}).get("status") != CardStatus.AWAITING:
+    card = card_of(row)
+    if card is None or card.get("status") != CardStatus.AWAITING:
         return None
     return row
 
@@ -241,9 +244,9 @@ def approved_not_run(row: Message | None) -> Message | None:
     return row if row is not None and _approved_not_run(row.meta) else None
 
 
-def _approved_not_run(meta: dict[str, Any] | None) -> bool:
-    card = (meta or {}).get("card", {})
-    return is_confirmation(card) and card.get("executed") is False
+def _approved_not_run(meta: Mapping[str, Any] | None) -> bool:
+    card = card_in(meta)
+    return card is not None and is_confirmation(card) and card.get("executed") is False
 
 
 def awaiting_card(session: Session, conversation_id: int) -> Message | None:

@@ -9,7 +9,7 @@ database's own measure (bm25, ts_rank); see app/chat/search_index.py for the tab
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,6 +21,7 @@ from app.chat.models import Conversation, Message
 from app.chat.search_index import POSTGRES_CONFIG, TABLE
 from app.chat.shapes import card_summary
 from app.kinds import OutputKind, RowKind
+from app.row_meta import AgentOutput, Card, card_in, output_in
 
 MAX_TERMS = 8
 MAX_INDEXED_CHARS = 20_000
@@ -131,16 +132,16 @@ _POSTGRES_INDEX = text(
 )
 
 
-def searchable_text(kind: str, content: str, meta: dict[str, Any]) -> str:
+def searchable_text(kind: str, content: str, meta: Mapping[str, Any]) -> str:
     """What a person reads on a row, as they read it: its text; a card's title, reason,
     questions and the labels of the answer chosen (never its options' values, pictures
     or submit button); an agent output's title and the words of its fields; an image's
     title (never its address). A line already there is not repeated."""
     parts = [content or ""]
-    card, output = meta.get("card"), meta.get("agentOutput")
-    if kind == RowKind.CARD and isinstance(card, dict):
+    card, output = card_in(meta), output_in(meta)
+    if kind == RowKind.CARD and card is not None:
         parts.extend(_card_text(card))
-    if kind == RowKind.AGENT_OUTPUT and isinstance(output, dict):
+    if kind == RowKind.AGENT_OUTPUT and output is not None:
         parts.extend(_output_text(output))
     seen: set[str] = set()
     kept = []
@@ -152,7 +153,7 @@ def searchable_text(kind: str, content: str, meta: dict[str, Any]) -> str:
     return "\n".join(kept)[:MAX_INDEXED_CHARS]
 
 
-def _card_text(card: dict[str, Any]) -> Iterator[str]:
+def _card_text(card: Card) -> Iterator[str]:
     yield str(card.get("title") or "")
     yield str(card.get("reason") or "")
     try:
@@ -164,7 +165,7 @@ def _card_text(card: dict[str, Any]) -> Iterator[str]:
         yield from (str(label) for label in step.get("answers") or [])
 
 
-def _output_text(output: dict[str, Any]) -> Iterator[str]:
+def _output_text(output: AgentOutput) -> Iterator[str]:
     yield str(output.get("title") or "")
     if output.get("kind") == OutputKind.IMAGE:
         return  # an image row shows its title and the picture, nothing else

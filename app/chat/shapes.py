@@ -1,51 +1,28 @@
-"""The shapes kept in a row's meta and read in several places of chat: a card (a question
-or a confirmation waiting for the person) and a run's steps. TypedDicts, because they are
-stored as JSON and sent on the wire as they are (the keys stay camelCase for that)."""
+"""Reading a row's meta in chat: the typed view of a Message's `meta` (its shapes, kind by
+kind, are app/row_meta.py's, below the tools that build them), and how a card reads: a
+question or a confirmation waiting for the person, and its answer's summary."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import Any, cast
 
-from app.kinds import CardKind, CardStatus
-
-
-class Card(TypedDict):
-    """`meta["card"]` of a card row: what the tool showed, plus who asked and where it is."""
-
-    kind: str  # a CardKind
-    tool: str
-    toolUseId: str
-    status: CardStatus
-    title: NotRequired[str]
-    answer: NotRequired[dict[str, Any]]
-    # A confirmation: the held call's exact arguments, and whether the approved call ran.
-    arguments: NotRequired[dict[str, Any]]
-    reason: NotRequired[str]
-    executed: NotRequired[bool]
+from app.chat.models import Message
+from app.kinds import CardKind
+from app.row_meta import Card, RowMeta, card_in
 
 
-class Step(TypedDict):
-    """One tool call of a run, as its steps summary shows it."""
-
-    tool: str
-    label: str
-    ms: int
-    ok: bool
-    outputId: NotRequired[int]
-    assetId: NotRequired[int]
+def meta_of(row: Message) -> RowMeta:
+    """The row's meta as its kinds keep it (app/row_meta.py)."""
+    return cast(RowMeta, row.meta)
 
 
-class StepsSummary(TypedDict):
-    """`meta["steps"]` of the run's first shown row."""
-
-    runId: int
-    ms: int
-    items: list[Step]
+def card_of(row: Message | None) -> Card | None:
+    """The card a row keeps (a card row's), or None."""
+    return None if row is None else card_in(row.meta)
 
 
-def is_confirmation(card: Any) -> bool:
+def is_confirmation(card: Card | None) -> bool:
     return isinstance(card, dict) and card.get("kind") == CardKind.CONFIRMATION
 
 
@@ -76,7 +53,7 @@ def _answer_labels(step: dict[str, Any], value: Any) -> list[str]:
     return [_label_for(step, value)]
 
 
-def card_summary(card: Mapping[str, Any]) -> list[dict[str, Any]]:
+def card_summary(card: Card) -> list[dict[str, Any]]:
     """How a card reads once answered: each step's question and the labels chosen."""
     steps = card.get("steps") or []
     answer = card.get("answer") or {}

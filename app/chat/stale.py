@@ -24,6 +24,7 @@ from app.chat.rows import insert_message
 from app.chat.run_services import Publisher
 from app.db import Database, rows_changed, utcnow
 from app.kinds import RowKind
+from app.row_meta import ErrorMeta
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def reclaim_run(session: Session, run: Run) -> Reclaimed | None:
         role="assistant",
         kind=RowKind.ERROR,
         content=INTERRUPTED,
-        meta={"code": "interrupted"},
+        meta=ErrorMeta(code="interrupted"),
     )
     session.execute(
         update(Conversation)

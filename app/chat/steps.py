@@ -21,8 +21,9 @@ from sqlalchemy.orm import Session
 
 from app.chat.models import Message
 from app.chat.runs import lock_conversation
-from app.chat.shapes import Step, StepsSummary, is_confirmation
+from app.chat.shapes import is_confirmation
 from app.kinds import RowKind
+from app.row_meta import Step, StepsSummary, output_in
 from app.tools.registry import ToolRegistry
 from app.tools.results import ToolResult
 
@@ -52,10 +53,13 @@ class RunSteps:
         if is_confirmation(card):
             step["label"] = f"Asked you to confirm: {label[:1].lower()}{label[1:]}"
         for row in result.visible_rows:
-            shown = (row.get("meta") or {}).get("agentOutput") or {}
-            for key in ("outputId", "assetId"):
-                if isinstance(shown.get(key), int):
-                    step[key] = shown[key]
+            shown = output_in(row.get("meta"))
+            if shown is None:
+                continue
+            if isinstance(shown.get("outputId"), int):
+                step["outputId"] = shown["outputId"]
+            if isinstance(shown.get("assetId"), int):
+                step["assetId"] = shown["assetId"]
         self.items.append(step)
 
     def summary(self) -> StepsSummary:

@@ -27,7 +27,9 @@ from app.chat.models import Conversation, Message, Run
 from app.chat.rows import insert_message, insert_tool_result
 from app.chat.run_services import Publisher
 from app.chat.runs import cancel_active_run
+from app.chat.shapes import meta_of
 from app.kinds import CardStatus, RowKind
+from app.row_meta import Card, HostMeta, NoticeMeta
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +78,9 @@ def stop_active_run(session: Session, hub: Publisher, conversation_id: int) -> S
             role="assistant",
             kind=RowKind.HOST,
             content=partial,
-            meta={
-                "blocks": [{"type": "text", "text": partial}],
-                "stop_reason": "stopped",
-                "stopped": True,
-            },
+            meta=HostMeta(
+                blocks=[{"type": "text", "text": partial}], stop_reason="stopped", stopped=True
+            ),
         )
     elif run.trigger == "regenerate" and _wrote_nothing(session, conversation_id):
         # A regenerate stopped before its first row: the older answer shows again
@@ -93,7 +93,7 @@ def stop_active_run(session: Session, hub: Publisher, conversation_id: int) -> S
             role="assistant",
             kind=RowKind.NOTICE,
             content=STOPPED_NOTICE,
-            meta={"stopped": True},
+            meta=NoticeMeta(stopped=True),
         )
     stopped.rows.append(row)
     return stopped
@@ -104,8 +104,9 @@ def _close_card_of(tail: list[Message], tool_use_id: str) -> list[Message]:
     after the card was written and before its run paused on it ends the card too (its
     call has its result now, so an answer to it would be a second one)."""
     for row in tail:
-        if row.kind == RowKind.CARD and row.meta.get("awaiting") == tool_use_id:
-            card = {**row.meta.get("card", {}), "status": CardStatus.DISMISSED}
+        meta = meta_of(row)
+        if row.kind == RowKind.CARD and meta.get("awaiting") == tool_use_id:
+            card: Card = {**meta["card"], "status": CardStatus.DISMISSED}
             row.meta = {**row.meta, "card": card, "awaiting": None}
             return [row]
     return []
@@ -141,13 +142,13 @@ def _tail(session: Session, conversation_id: int) -> list[Message]:
 def _unanswered_tool_uses(tail: list[Message]) -> list[dict[str, Any]]:
     """Tool calls since the person last wrote that have no result row yet."""
     calls: dict[str, dict[str, Any]] = {}
-    answered: set[str] = set()
+    answered: set[str | None] = set()
     for row in tail:
         if row.kind == RowKind.USER:
             calls.clear()
             answered.clear()
             continue
-        for block in row.meta.get("blocks") or ():
+        for block in meta_of(row).get("blocks") or ():
             if block.get("type") == "tool_use" and row.role == "assistant":
                 calls[block["id"]] = block
             elif block.get("type") == "tool_result":

@@ -102,7 +102,7 @@ def held_for_approval(tool: Tool, arguments: dict[str, Any], typed: set[str]) ->
     if tool.call_needs_approval(arguments):
         pause = confirmation(arguments, REASON, tool.held_question)
         if tool.held_details is not None:
-            pause.card.update(tool.held_details(arguments))
+            pause.card = {**pause.card, **tool.held_details(arguments)}
         return pause
     if tool.fetches_url:
         url = str(arguments.get("url", ""))

@@ -6,7 +6,7 @@ once, and their results persisted as the rows the model and the person read. The
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -20,11 +20,12 @@ from app.chat.run_services import RunServices
 from app.chat.run_state import RunCancelled, RunFrames, RunGuard, RunState, touch_conversation
 from app.chat.runs import approved_not_run, awaiting_approval
 from app.chat.search import index_row
-from app.chat.shapes import Card
+from app.chat.shapes import meta_of
 from app.chat.taint import held_for_approval
 from app.chat.toolset import switch_phase, widen_to_build
 from app.kinds import CardStatus, RowKind
 from app.llm.client import AssistantTurn
+from app.row_meta import Card
 from app.tools.context import ToolContext
 from app.tools.invoke import invoke
 from app.tools.registry import Tool, ToolRegistry
@@ -215,15 +216,12 @@ class ToolCalls:
                 )
                 return False
             # What the tool showed (a dict of its own), now a card of this conversation.
-            card = cast(
-                Card,
-                {
-                    **outcome.card,
-                    "toolUseId": tool_use["id"],
-                    "tool": tool.name,
-                    "status": CardStatus.AWAITING,
-                },
-            )
+            card: Card = {
+                **outcome.card,
+                "toolUseId": tool_use["id"],
+                "tool": tool.name,
+                "status": CardStatus.AWAITING,
+            }
             row = session.get(Message, assistant_row.id)
             if row is None:
                 raise RunCancelled()  # deleted with its conversation
@@ -287,7 +285,7 @@ class ToolCalls:
                 )
             if row is None:
                 return None
-            card = cast(Card, {**row.meta["card"], "executed": True})
+            card: Card = {**meta_of(row)["card"], "executed": True}
             row.meta = {**row.meta, "card": card}
             self.guard.ensure_running(session)
             session.commit()

@@ -29,11 +29,12 @@ from app.chat.runs import (
     waiting,
 )
 from app.chat.search import index_row
-from app.chat.shapes import is_confirmation
+from app.chat.shapes import is_confirmation, meta_of
 from app.chat.turn_checks import TurnRejected, locked_conversation, locked_idle_conversation
 from app.config import Settings
 from app.error_codes import ErrorCode
 from app.kinds import CardStatus, RowKind
+from app.row_meta import Card, UserMeta
 from app.tools.context import ToolContext
 from app.tools.results import ToolFailure
 from app.workspace.attachments import file_chips, note_for
@@ -46,7 +47,7 @@ class StartedTurn:
 
 
 def _tool_result_row(
-    session: Session, conversation_id: int, card: dict[str, Any], result: dict[str, Any]
+    session: Session, conversation_id: int, card: Card, result: dict[str, Any]
 ) -> Message:
     return insert_tool_result(session, conversation_id, card["toolUseId"], card["tool"], result)
 
@@ -54,7 +55,7 @@ def _tool_result_row(
 def _close_card(
     session: Session, card_row: Message, status: CardStatus, answer: dict[str, Any]
 ) -> None:
-    card = {**card_row.meta["card"], "status": status, "answer": answer}
+    card: Card = {**meta_of(card_row)["card"], "status": status, "answer": answer}
     card_row.meta = {**card_row.meta, "card": card, "awaiting": None}
     index_row(session, card_row)  # the answer is searchable too
 
@@ -108,16 +109,17 @@ def _close_waiting(
     latest = _latest_card_to_close(session, conversation_id)
     card_row = waiting(latest)
     if card_row is not None:
-        _tool_result_row(session, conversation_id, card_row.meta["card"], dismissal)
+        _tool_result_row(session, conversation_id, meta_of(card_row)["card"], dismissal)
         _close_card(session, card_row, CardStatus.DISMISSED, dismissal)
         rows.append(card_row)
     approved_row = approved_not_run(latest)
     if approved_row is not None:
         # Approved, but its run never carried it out (stopped, or failed first): the new
         # message closes it, so no later run does something the person has moved on from.
-        card = approved_row.meta["card"]
+        card = meta_of(approved_row)["card"]
         _tool_result_row(session, conversation_id, card, {"approved": True, "message": NOT_RUN})
-        approved_row.meta = {**approved_row.meta, "card": {**card, "executed": True}}
+        executed: Card = {**card, "executed": True}
+        approved_row.meta = {**approved_row.meta, "card": executed}
     return rows
 
 
@@ -157,7 +159,7 @@ def _user_row(
     the text was written from, when not the person (it taints the conversation, and its
     addresses do not count as typed: app/chat/taint.py)."""
     model_text = f"{text}\n\n{note}" if note else text
-    meta: dict[str, Any] = {"blocks": [{"type": "text", "text": model_text}]}
+    meta: UserMeta = {"blocks": [{"type": "text", "text": model_text}]}
     if files:
         meta["files"] = files
     if untrusted:
@@ -232,13 +234,13 @@ def submit_edit(
     _move_to(session, conversation, tree, fork)
     if fork is not None and fork != original.parent_sequence:
         card_row = tree.rows[fork]
-        card = card_row.meta.get("card", {})
+        card = meta_of(card_row)["card"]  # the card the original message dismissed
         _tool_result_row(session, conversation.id, card, {"dismissed": True, "user_message": text})
     # Files the old version announced stay announced, and any attached since.
     pending = pending_attachments(session, conversation.id)
     notes = [_note_of(original), note_for(pending)]
     note = "\n".join(dict.fromkeys(line for n in notes for line in n.splitlines() if line))
-    files = list(original.meta.get("files") or [])
+    files = list(meta_of(original).get("files") or [])
     files += [f for f in file_chips(pending) if f["id"] not in {o["id"] for o in files}]
     row = _user_row(session, conversation.id, text, note, files, untrusted)
     return _start(session, conversation, "edit", [row])
@@ -247,7 +249,7 @@ def submit_edit(
 def _dismissed_by(row: Message | None, text: str) -> bool:
     if row is None or row.kind != RowKind.TOOL_RESULT:
         return False
-    for block in row.meta.get("blocks", []):
+    for block in meta_of(row).get("blocks", []):
         try:
             result = json.loads(block.get("content") or "")
         except (TypeError, ValueError):
@@ -263,7 +265,7 @@ def _dismissed_by(row: Message | None, text: str) -> bool:
 
 def _note_of(row: Message) -> str:
     """The attachment lines the model saw with a message (after what was typed)."""
-    blocks = row.meta.get("blocks") or [{}]
+    blocks = meta_of(row).get("blocks") or [{}]
     model_text = str(blocks[0].get("text", ""))
     if model_text.startswith(row.content):
         return model_text[len(row.content) :].strip()
@@ -293,13 +295,13 @@ def submit_tool_response(
     """The person's answer to the card that is waiting; it resumes the run."""
     conversation = locked_conversation(session, services.settings, conversation_id, user_id)
     card_row = awaiting_card(session, conversation.id)
-    if card_row is None or card_row.meta.get("awaiting") != tool_use_id:
+    if card_row is None or meta_of(card_row).get("awaiting") != tool_use_id:
         raise TurnRejected(
             409,
             ErrorCode.CARD_NOT_AWAITING,
             "That question is not waiting for an answer (it was answered, dismissed or never asked).",
         )
-    card = card_row.meta["card"]
+    card = meta_of(card_row)["card"]
     if is_confirmation(card):
         return _answer_confirmation(session, conversation, card_row, result)
     if result.get("dismissed") is True:
@@ -340,10 +342,11 @@ def _answer_confirmation(
             ErrorCode.INVALID_ANSWER,
             'Answer a confirmation with {"approved": true} or {"approved": false}.',
         )
-    card = card_row.meta["card"]
+    card = meta_of(card_row)["card"]
     if approved:
         _close_card(session, card_row, CardStatus.ANSWERED, {"approved": True})
-        card_row.meta = {**card_row.meta, "card": {**card_row.meta["card"], "executed": False}}
+        closed: Card = {**meta_of(card_row)["card"], "executed": False}
+        card_row.meta = {**card_row.meta, "card": closed}
     else:
         _tool_result_row(session, conversation.id, card, {"approved": False, "message": DECLINED})
         _close_card(session, card_row, CardStatus.ANSWERED, {"approved": False})
@@ -355,7 +358,7 @@ def _check_answer(
     services: RunServices,
     conversation_id: int,
     user_id: int,
-    card: dict[str, Any],
+    card: Card,
     result: dict[str, Any],
 ) -> str | None:
     tool = services.tools.get(card["tool"])

@@ -19,6 +19,7 @@ from app.media.providers import (
     image_provider,
     normalise_colours,
 )
+from app.row_meta import AgentOutput
 from app.tools.context import ToolContext
 from app.tools.read import asset_url
 from app.tools.registry import ACTION, Integer, ToolInput, ToolRegistry
@@ -136,7 +137,7 @@ def _image_result(
     }
     if image.draft:
         content["note"] = DRAFT_NOTE
-    agent_output = {
+    agent_output: AgentOutput = {
         "kind": OutputKind.IMAGE,
         "assetId": asset.id,
         "title": asset.title,

@@ -16,6 +16,7 @@ from typing import Any
 from app.mcp.client import McpError
 from app.mcp.models import McpServer
 from app.mcp.servers import model_name, target_of
+from app.row_meta import HeldDetails
 from app.tools.context import ToolContext
 from app.tools.registry import OutsideInput, Tool, outside_tool
 from app.tools.results import ToolFailure, ToolResult
@@ -53,9 +54,9 @@ def _tool(server: McpServer, definition: dict[str, Any]) -> Tool:
     )
 
 
-def _held_details(server_name: str, policy: str, tool_name: str) -> dict[str, Any]:
+def _held_details(server_name: str, policy: str, tool_name: str) -> HeldDetails:
     """What a held call's card shows besides the exact arguments: whose tool it is."""
-    details: dict[str, Any] = {"server": server_name, "serverTool": tool_name}
+    details: HeldDetails = {"server": server_name, "serverTool": tool_name}
     if policy == "always":
         details["reason"] = ALWAYS_REASON
     return details

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.kinds import CardKind
+from app.row_meta import AskedCard, Card
 from app.tools.context import ToolContext
 
 MAX_OPTIONS = 50
@@ -69,8 +70,8 @@ def card(
     submit_label: str = "Continue",
     result_key: str | None = None,
     free_text_key: str | None = None,
-) -> dict[str, Any]:
-    built = {
+) -> AskedCard:
+    built: AskedCard = {
         "kind": CardKind.QUESTIONNAIRE,
         "title": title,
         "submitLabel": submit_label,
@@ -128,7 +129,7 @@ def check_step(step_spec: dict[str, Any], value: Any) -> str | None:
     return f"That is not one of the choices for “{title}”."
 
 
-def check_card_answer(ctx: ToolContext, card_spec: dict[str, Any], result: Any) -> str | None:
+def check_card_answer(ctx: ToolContext, card_spec: Card, result: Any) -> str | None:
     """The generic check for every questionnaire card (see the module docstring)."""
     if not isinstance(result, dict):
         return "The answer must be a JSON object."

@@ -31,6 +31,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app.row_meta import Card, HeldDetails
+
 if TYPE_CHECKING:
     from app.tools.context import ToolContext
     from app.tools.results import Pause, ToolResult
@@ -44,7 +46,7 @@ Outcome: TypeAlias = "ToolResult | Pause | dict[str, Any] | str"
 Handler: TypeAlias = Callable[["ToolContext", Any], Outcome]
 # An approved call's handler takes the card's exact arguments.
 ApprovedHandler: TypeAlias = Callable[["ToolContext", dict[str, Any]], Outcome]
-ResponseCheck = Callable[["ToolContext", dict[str, Any], Any], str | None]
+ResponseCheck = Callable[["ToolContext", Card, Any], str | None]
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -174,7 +176,7 @@ class ToolOptions(TypedDict, total=False):
     billable: bool
     fetches_url: bool
     needs_approval_for: Callable[[dict[str, Any]], bool] | None
-    held_details: Callable[[dict[str, Any]], dict[str, Any]] | None
+    held_details: Callable[[dict[str, Any]], HeldDetails] | None
     check_response: ResponseCheck | None
     on_approved: ApprovedHandler | None
 
@@ -230,7 +232,7 @@ def outside_tool(
     label: str,
     trusted_read_only: bool,
     held_always: bool,
-    held_details: Callable[[dict[str, Any]], dict[str, Any]],
+    held_details: Callable[[dict[str, Any]], HeldDetails],
 ) -> Tool:
     """A tool an outside server declared, as the OUTSIDE preset with that server's own
     schema: untrusted results, every call billed, held as a write unless someone approved
@@ -292,7 +294,7 @@ class Tool:
     # this call changes nothing the gate protects (set_phase back to discovery).
     needs_approval_for: Callable[[dict[str, Any]], bool] | None = None
     # What a held call's card shows besides its arguments, e.g. remember's exact facts.
-    held_details: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    held_details: Callable[[dict[str, Any]], HeldDetails] | None = None
     # Its results are untrusted content (a fetched page, an attached file).
     untrusted: bool = False
     billable: bool = False

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.kinds import CardKind
+from app.row_meta import AskedCard, ShownRow
 
 
 class ToolFailure(Exception):
@@ -19,7 +20,7 @@ class ToolResult:
     content: Any
     is_error: bool = False
     # Rows the tool wants shown in the chat besides its (hidden) result, e.g. an image.
-    visible_rows: list[dict[str, Any]] = field(default_factory=list)
+    visible_rows: list[ShownRow] = field(default_factory=list)
     # What untrusted content this result carries (a page, a file, a saved output made from
     # one): each a small dict such as {"tool": "fetch_url", "url": ...}. The loop records
     # them on the result row; from then on the conversation is tainted (app/chat/taint.py).
@@ -30,7 +31,7 @@ class ToolResult:
 class Pause:
     """A UI tool's answer: stop the run and show this card until the person answers."""
 
-    card: dict[str, Any]
+    card: AskedCard
 
 
 def confirmation(arguments: dict[str, Any], reason: str, title: str) -> Pause:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 from sqlalchemy import func, select
 
+from app.row_meta import Card
 from app.tools.context import ToolContext
 from app.tools.questionnaire import MAX_OPTIONS, card, check_card_answer, option, step
 from app.tools.read import asset_url, available_presets
@@ -70,7 +71,7 @@ def _title(args: PromptInput | PersonaChoiceInput, default: str) -> str:
 def _owned_answer(model: type[Any], key: str, label: str) -> ResponseCheck:
     """A check that the answer's id is one of the person's (it may be newer than the card)."""
 
-    def check(ctx: ToolContext, card_spec: dict[str, Any], result: Any) -> str | None:
+    def check(ctx: ToolContext, card_spec: Card, result: Any) -> str | None:
         if not isinstance(result, dict) or key not in result:
             return f"The answer must include {key!r}."
         try:
@@ -82,7 +83,7 @@ def _owned_answer(model: type[Any], key: str, label: str) -> ResponseCheck:
     return check
 
 
-def check_briefing_answer(ctx: ToolContext, card_spec: dict[str, Any], result: Any) -> str | None:
+def check_briefing_answer(ctx: ToolContext, card_spec: Card, result: Any) -> str | None:
     error = check_card_answer(ctx, card_spec, result)
     if error:
         return error

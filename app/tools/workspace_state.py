@@ -15,6 +15,7 @@ from app.memory.store import (
     mark_facts,
     reconcile,
 )
+from app.row_meta import HeldDetails
 from app.tools.context import ToolContext
 from app.tools.registry import ACTION, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure
@@ -75,7 +76,7 @@ def exact_memory_operations(instruction: str) -> list[Operation]:
         return []
 
 
-def _memory_card(args: dict[str, Any]) -> dict[str, Any]:
+def _memory_card(args: dict[str, Any]) -> HeldDetails:
     operations = exact_memory_operations(str(args.get("instruction", "")))
     return {
         "memory": [

@@ -43,10 +43,18 @@ from werkzeug.datastructures import MultiDict
 from app.chat.conversations import row_dict
 from app.chat.models import Message
 from app.chat.runs import awaiting_card
-from app.chat.shapes import card_summary, is_confirmation, option_json, same_value
+from app.chat.shapes import (
+    card_of,
+    card_summary,
+    is_confirmation,
+    meta_of,
+    option_json,
+    same_value,
+)
 from app.chat.turn import CardAnswer
 from app.error_codes import ErrorCode
 from app.kinds import CardKind, CardStatus, RowKind
+from app.row_meta import Card
 from app.tools.questionnaire import check_step
 from app.web.access import is_htmx, owned_conversation_for_turn
 from app.web.chat_actions import start_turn
@@ -79,7 +87,7 @@ def _option_index(step: dict, raw: str) -> int | None:
     return None
 
 
-def _required(card: dict, step: dict) -> bool:
+def _required(card: Card, step: dict) -> bool:
     # A card answered {resultKey: ...} always needs its one answer.
     return bool(step.get("required", True) or card.get("resultKey") is not None)
 
@@ -125,7 +133,7 @@ def _parse_step(step: dict, form: MultiDict) -> tuple[Any, str | None, dict, boo
     return (options[chosen[0]]["value"] if chosen else None), None, state, False
 
 
-def parse_answer(card: dict, form: MultiDict) -> ParsedAnswer:
+def parse_answer(card: Card, form: MultiDict) -> ParsedAnswer:
     """Turn the posted form into the card's result shape, or per-step errors."""
     parsed = ParsedAnswer()
     steps = card.get("steps") or []
@@ -188,7 +196,7 @@ def _form_state(tool_use_id: Any) -> dict:
     return {}
 
 
-def card_view(card: dict) -> dict:
+def card_view(card: Card) -> dict:
     """Everything _card.html needs, worked out once: hints, checked options, the errors
     and values of a rejected post, and the answered summary (the partial owns its ids)."""
     tool_use_id = card.get("toolUseId", "")
@@ -228,7 +236,7 @@ def card_view(card: dict) -> dict:
     }
 
 
-def _step_view(card: dict, step: dict, number: int, posted: dict, errors: dict) -> dict:
+def _step_view(card: Card, step: dict, number: int, posted: dict, errors: dict) -> dict:
     """One step of the card: its options checked as posted (a rejected post) or as the
     step's default, its hint, and its error."""
     step_id = step.get("id", str(number))
@@ -287,14 +295,14 @@ def _step_hint(kind: str, required: bool, max_length: int) -> str:
     return "Choose one." if required else "Choose one (optional)."
 
 
-def _default_title(card: dict) -> str:
+def _default_title(card: Card) -> str:
     if is_confirmation(card):
         return "Allow this step?"
     return "A question for you"
 
 
 @bp.app_template_global("card_view")
-def _card_view_global(card: dict) -> dict:
+def _card_view_global(card: Card) -> dict:
     return card_view(card)
 
 
@@ -308,7 +316,8 @@ def _card_row(conversation_id: int, tool_use_id: str) -> Message | None:
         .order_by(Message.sequence.desc())
     )
     for row in rows:
-        if (row.meta.get("card") or {}).get("toolUseId") == tool_use_id:
+        card = card_of(row)
+        if card is not None and card.get("toolUseId") == tool_use_id:
             return row
     return None
 
@@ -361,10 +370,11 @@ def answer(conversation_id: int, tool_use_id: str):
     """A card answered on the page (a form post): its run goes on."""
     conversation = owned_conversation_for_turn(conversation_id)
     card_row = awaiting_card(db_session(), conversation.id)
-    card = (card_row.meta.get("card") or {}) if card_row is not None else {}
+    card = card_of(card_row)
     if (
         card_row is None
-        or card_row.meta.get("awaiting") != tool_use_id
+        or meta_of(card_row).get("awaiting") != tool_use_id
+        or card is None
         or card.get("toolUseId") != tool_use_id
     ):
         return _refused(

@@ -11,6 +11,7 @@ from app.chat.models import Conversation
 from app.chat.takeout import ArchiveTooLarge, build_archive
 from app.db import read_transaction, utcnow
 from app.error_codes import ErrorCode
+from app.row_meta import Card
 from app.web.access import owned_or_404
 from app.web.cards import card_view
 from app.web.errors import ApiError
@@ -24,7 +25,7 @@ bp = Blueprint("export", __name__)
 EXPORT_QUERY = (Param("format", {"type": "string", "enum": list(FORMATS)}, "md (default) or json"),)
 
 
-def answered_summary(card: dict) -> list[dict]:
+def answered_summary(card: Card) -> list[dict]:
     """How a card reads once answered, exactly as the chat page shows it."""
     return card_view(card)["summary"]
 
