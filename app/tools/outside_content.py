@@ -8,7 +8,8 @@ from pydantic import Field
 from app.net.fetch import FetchError, RedirectHeld, cross_host_redirects_held, fetch_text
 from app.tools.context import ToolContext
 from app.tools.held import REASON, fetch_confirmation
-from app.tools.registry import OUTSIDE, Integer, ToolInput, ToolRegistry, held_question
+from app.tools.held_questions import held_question
+from app.tools.registry import OUTSIDE, Integer, ToolInput, ToolRegistry
 from app.tools.results import Pause, ToolFailure, ToolResult
 from app.tools.urls import url_view
 from app.workspace.models import Attachment

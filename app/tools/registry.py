@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.row_meta import Card, HeldDetails
+from app.tools.held_questions import held_question
 
 if TYPE_CHECKING:
     from app.tools.context import ToolContext
@@ -394,39 +395,6 @@ def _quoted_paths(given: Any, checked: Any, path: str) -> list[str]:
     if isinstance(given, str) and not isinstance(checked, str):
         return [path.lstrip("/") or "input"]
     return []
-
-
-# The verbs a step label starts with, as a held call's question asks them (the label says
-# what was done; the card asks whether to do it).
-ASKED_VERBS = {
-    "Asked": "Ask",
-    "Checked": "Check",
-    "Linked": "Link",
-    "Looked": "Look",
-    "Made": "Make",
-    "Proposed": "Propose",
-    "Read": "Read",
-    "Saved": "Save",
-    "Started": "Start",
-    "Switched": "Switch",
-    "Updated": "Update",
-    "Wrote": "Write",
-}
-FALLBACK_QUESTION = "Allow this step: {label}?"
-
-
-def held_question(label: str) -> str:
-    """A step label as the question of a card that holds it: its verb asked, and "a"
-    thing become "this" thing, the one the card shows ("Made an image": "Make this
-    image?"); a label of another verb is asked whole."""
-    verb, _, rest = label.partition(" ")
-    asked = ASKED_VERBS.get(verb)
-    if asked is None or not rest:
-        return FALLBACK_QUESTION.format(label=label)
-    article, _, thing = rest.partition(" ")
-    if article in ("a", "an") and thing:
-        rest = f"this {thing}"
-    return f"{asked} {rest}?"
 
 
 @dataclass(frozen=True)
