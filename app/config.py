@@ -241,6 +241,18 @@ class Settings(BaseSettings):
     stale_seconds: Seconds = setting(90, "STALE_SECONDS", "liveness")
     stream_idle_seconds: Seconds = setting(90, "STREAM_IDLE_SECONDS", "liveness")
     max_run_seconds: Seconds = setting(1200, "MAX_RUN_SECONDS", "liveness")
+    mcp_timeout_seconds: Seconds = setting(
+        10,
+        "MCP_TIMEOUT_SECONDS",
+        "how long one call to an MCP server (listing its tools, or one tool call) may take; "
+        "past it the model reads an `is_error` result",
+    )
+    mcp_secret_key: str = setting(
+        "",
+        "MCP_SECRET_KEY",
+        "the key MCP servers' headers are sealed with at rest",
+        default_text="derived from SECRET_KEY",
+    )
     fetch_allow_hosts: Hosts = setting(
         (),
         "FETCH_ALLOW_HOSTS",

@@ -22,6 +22,7 @@ class ErrorCode(StrEnum):
     INVALID_RULES = "INVALID_RULES"
     MEMORY_REFUSED = "MEMORY_REFUSED"
     ATTACHMENT_REFUSED = "ATTACHMENT_REFUSED"
+    MCP_SERVER_REFUSED = "MCP_SERVER_REFUSED"
     UNAUTHORIZED = "UNAUTHORIZED"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
     FORBIDDEN = "FORBIDDEN"
@@ -107,6 +108,11 @@ MEANINGS: dict[ErrorCode, Meaning] = {
         (405,), "The path does not take this method; `Allow` lists those it takes."
     ),
     ErrorCode.CONFLICT: Meaning((409,), "The thing's state forbids this now."),
+    ErrorCode.MCP_SERVER_REFUSED: Meaning(
+        (400, 409),
+        "The MCP server was not added or changed: 400 its name, address, headers or tools "
+        "cannot be used (or it did not answer), 409 the name is taken. Nothing was saved.",
+    ),
     ErrorCode.RUN_IN_FLIGHT: Meaning(
         (409,), "A reply is already being written in this chat: wait for it or stop it."
     ),

@@ -35,12 +35,14 @@ class Services:
     liveness: LivenessMonitor = None  # type: ignore[assignment]
     # MCP servers: the bridge process that calls them, and the key their secrets are sealed
     # with (app/mcp/).
-    mcp: McpClient = field(default_factory=McpClient)
+    mcp: McpClient = None  # type: ignore[assignment]
     secrets: SecretBox = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        if self.mcp is None:
+            self.mcp = McpClient(self.settings.mcp_timeout_seconds)
         if self.secrets is None:
-            self.secrets = SecretBox(self.settings.secret_key)
+            self.secrets = SecretBox(self.settings.mcp_secret_key or self.settings.secret_key)
         if self.liveness is None:
             self.liveness = LivenessMonitor(
                 self.settings, self.database, self.hub, self.cancellations

@@ -39,6 +39,10 @@ class ServerRefused(ValueError):
     """The server cannot be added or changed as asked; the message says why, plainly."""
 
 
+class NameTaken(ServerRefused):
+    """Another server of that name is offered to the same people."""
+
+
 def model_name(server: str, tool: str) -> str:
     return f"mcp__{server}__{tool}"
 
@@ -90,7 +94,8 @@ def add_server(
 ) -> McpServer:
     """A new server with its definitions pinned, added to `session` (the caller commits).
     `owner_id` None: the admin's, for everyone; only those may be a command. `check_url`
-    refuses an address a person may not reach (private networks) by raising ValueError."""
+    refuses an address a person may not reach (private networks) by raising ValueError.
+    No transaction is held while the server is asked (on SQLite a read holds the lock)."""
     _check_name(session, name, owner_id)
     if policy not in POLICIES:
         raise ServerRefused(f"The approval policy must be one of: {', '.join(POLICIES)}.")
@@ -101,7 +106,9 @@ def add_server(
         target = _command_target(command, owner_id, headers)
     else:
         target = _url_target(str(url), headers, check_url)
+    _end_reads(session)
     listed = _listed(client, target)
+    _check_name(session, name, owner_id)  # again: it may have been taken meanwhile
     server = McpServer(
         name=name,
         owner_id=owner_id,
@@ -120,6 +127,12 @@ def add_server(
     return server
 
 
+def _end_reads(session: Session) -> None:
+    if session.new or session.dirty or session.deleted:
+        raise RuntimeError("a server is asked before anything is written")
+    session.rollback()
+
+
 def _check_name(session: Session, name: str, owner_id: int | None) -> None:
     if not SERVER_NAME.match(name or ""):
         raise ServerRefused(
@@ -132,7 +145,7 @@ def _check_name(session: Session, name: str, owner_id: int | None) -> None:
     if clash is None and owner_id is not None:
         clash = find_server(session, name, owner_id)
     if clash is not None:
-        raise ServerRefused(f"There is already a server named {name!r}.")
+        raise NameTaken(f"There is already a server named {name!r}.")
 
 
 def _checked_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -241,8 +254,11 @@ def list_is_stale(server: McpServer) -> bool:
 
 def check_server(session: Session, client: McpClient, box: SecretBox, server: McpServer) -> int:
     """Ask the server for its tools again; definitions that differ from the pinned ones
-    wait in `pending`. Returns how many wait. A server that fails keeps its pinned list."""
-    listed = _listed(client, target_of(server, box))
+    wait in `pending`. Returns how many wait. A server that fails keeps its pinned list.
+    The transaction that read `server` ends before the server is asked."""
+    target = target_of(server, box)
+    _end_reads(session)
+    listed = _listed(client, target)
     pinned = {tool["name"]: tool for tool in server.tools}
     waiting: list[dict[str, Any]] = []
     for tool in listed["tools"][: MAX_TOOLS + 1]:

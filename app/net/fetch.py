@@ -120,6 +120,14 @@ def fetch_text(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def check_public_address(raw: str, allow_hosts: tuple[str, ...] = ()) -> None:
+    """Refuse (FetchRefused, FetchFailed) a URL whose host is internal: a private,
+    loopback or metadata address, unless allow-listed. For addresses another component
+    connects to (an MCP server a person adds), checked when given."""
+    url = _parse(raw)
+    _checked_address(url, {_normal_host(host) for host in allow_hosts})
+
+
 # --- checking a hop --------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from app.mcp.models import McpServer
 from app.mcp.servers import model_name, target_of
 from app.row_meta import HeldDetails
 from app.tools.context import ToolContext
-from app.tools.registry import OutsideInput, Tool, outside_tool
+from app.tools.registry import MCP, OutsideInput, Tool, tool
 from app.tools.results import ToolFailure, ToolResult
 
 MAX_RESULT_CHARS = 20_000  # of one result, as the model reads it
@@ -38,17 +38,19 @@ def _tool(server: McpServer, definition: dict[str, Any]) -> Tool:
     def call(ctx: ToolContext, args: OutsideInput) -> ToolResult:
         return _call(ctx, server_id, server_name, tool_name, args.model_dump())
 
-    return outside_tool(
+    return tool(
         name=model_name(server_name, tool_name),
         description=(
             f"(A tool of the outside MCP server '{server_name}'; its results are outside "
             f"content.) {definition.get('description') or ''}"
         ).strip(),
+        category=MCP,
+        input=OutsideInput,
         schema=definition["input_schema"],
         handler=call,
         origin=server_name,
         label=str(definition.get("title") or tool_name),
-        trusted_read_only=trusted_read_only,
+        needs_approval_when_tainted=not trusted_read_only,
         held_always=policy == "always",
         held_details=lambda _arguments: _held_details(server_name, policy, tool_name),
     )

@@ -160,6 +160,9 @@ class Preset:
 READ = Preset("read")
 # Lookups of outside content (a file, a web page): their results taint the conversation.
 OUTSIDE = Preset("read", untrusted=True)
+# An outside server's tools (MCP): untrusted results, every call billed, held as a write
+# while tainted unless someone approved the tool's read-only claim.
+MCP = Preset("read", untrusted=True, billable=True, needs_approval_when_tainted=True)
 # Cards that pause the run and ask the person.
 UI = Preset("ui")
 # What writes: offered in the build phase, held in a tainted conversation.
@@ -180,6 +183,12 @@ class ToolOptions(TypedDict, total=False):
     held_details: Callable[[dict[str, Any]], HeldDetails] | None
     check_response: ResponseCheck | None
     on_approved: ApprovedHandler | None
+    # An outside server's tool (input=OutsideInput): the server's own schema, which is
+    # what the model is sent and what checks the arguments, and the server's name.
+    schema: dict[str, Any]
+    origin: str
+    held_always: bool
+    needs_approval_when_tainted: bool
 
 
 def tool(
@@ -192,16 +201,23 @@ def tool(
     **options: Unpack[ToolOptions],
 ) -> Tool:
     """The one way to declare a tool: its category's preset, its input model (the schema
-    the model is sent, the handler's typed arguments), and what differs from the preset."""
+    the model is sent, the handler's typed arguments), and what differs from the preset.
+    An outside server's tool gives the server's `schema` instead of a model of ours."""
+    schema = options.get("schema")
     return Tool(
         name=name,
         description=description,
-        input_schema=input_schema(input),
+        input_schema=input_schema(input) if schema is None else schema,
+        input_check=None if schema is None else _schema_check(json.dumps(schema, sort_keys=True)),
         category=category.category,
         handler=handler,
         input_model=input,
         phase=options.get("phase", category.phase),
-        needs_approval_when_tainted=category.needs_approval_when_tainted,
+        needs_approval_when_tainted=options.get(
+            "needs_approval_when_tainted", category.needs_approval_when_tainted
+        ),
+        held_always=options.get("held_always", False),
+        origin=options.get("origin", ""),
         needs_approval_for=options.get("needs_approval_for"),
         held_details=options.get("held_details"),
         untrusted=category.untrusted,
@@ -217,44 +233,10 @@ def tool(
 
 class OutsideInput(ToolInput):
     """An outside tool's arguments (an MCP server's tool): its schema is the server's, so
-    the server's schema checks them (`outside_tool`) and the handler reads them whole,
+    the server's schema checks them (`tool(..., schema=...)`) and the handler reads them whole,
     `args.model_dump()`."""
 
     model_config = ConfigDict(extra="allow")
-
-
-def outside_tool(
-    *,
-    name: str,
-    description: str,
-    schema: dict[str, Any],
-    handler: Callable[[ToolContext, OutsideInput], Outcome],
-    origin: str,
-    label: str,
-    trusted_read_only: bool,
-    held_always: bool,
-    held_details: Callable[[dict[str, Any]], HeldDetails],
-) -> Tool:
-    """A tool an outside server declared, as the OUTSIDE preset with that server's own
-    schema: untrusted results, every call billed, held as a write unless someone approved
-    its read-only claim, or always (the server's policy)."""
-    return Tool(
-        name=name,
-        description=description,
-        input_schema=schema,
-        category=OUTSIDE.category,
-        handler=handler,
-        input_model=OutsideInput,
-        input_check=_schema_check(json.dumps(schema, sort_keys=True)),
-        needs_approval_when_tainted=not trusted_read_only,
-        held_always=held_always,
-        held_details=held_details,
-        untrusted=True,
-        billable=True,
-        label=label,
-        origin=origin,
-        declared=_DECLARED,
-    )
 
 
 @lru_cache(maxsize=512)

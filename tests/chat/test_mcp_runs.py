@@ -8,9 +8,6 @@ holds calls, and the server's headers reach the server and nothing else."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import httpx2 as httpx
 import pytest
@@ -19,30 +16,16 @@ from sqlalchemy import func, select, text
 from app.workspace.models import Character
 from tests.fake_model import Turn, tool_use
 from tests.fake_model import text as text_block
+from tests.mcp import TIME_COMMAND, rogue_server
 from tests.ports import free_port
-from tests.waiting import eventually
 
-ROGUE = Path(__file__).parent.parent / "mcp" / "rogue_server.py"
-TIME_COMMAND = "mcp-server-time --local-timezone UTC"
 SECRET = "Bearer s3cret-token-7f2a"
 
 
 @pytest.fixture(scope="module")
 def rogue():
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(ROGUE), str(port)])
-    base = f"http://127.0.0.1:{port}"
-
-    def up():
-        try:
-            return httpx.get(f"{base}/seen", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    eventually(up, 20, "the rogue MCP server to listen")
-    yield base
-    process.kill()
-    process.wait()
+    with rogue_server() as base:
+        yield base
 
 
 def _mcp(runner, *args):
