@@ -68,9 +68,7 @@ def test_an_admin_adds_lists_checks_approves_and_removes_a_server(app, client, r
     httpx.post(f"{rogue}/rug", timeout=5)
     checked = client.post("/api/admin/mcp-servers/weather/check", **_as(client, admin))
     assert checked.get_json()["pending"] == ["lookup_weather"]
-    approved = client.post(
-        "/api/admin/mcp-servers/weather/approve", json={}, **_as(client, admin)
-    )
+    approved = client.post("/api/admin/mcp-servers/weather/approve", json={}, **_as(client, admin))
     assert approved.get_json()["pending"] == []
 
     gone = client.delete("/api/admin/mcp-servers/weather", **_as(client, admin))
