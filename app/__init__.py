@@ -195,6 +195,7 @@ def _register_blueprints(app: Flask) -> None:
         chat,
         export,
         mcp_api,
+        mcp_pages,  # noqa: F401
         memory_api,
         openapi,
         search,

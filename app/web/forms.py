@@ -20,6 +20,8 @@ from wtforms.validators import (
 
 from app.accounts.models import SCOPES
 from app.accounts.passwords import password_problem
+from app.mcp.models import POLICIES
+from app.mcp.servers import ServerRefused
 
 HEX_COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
 
@@ -259,3 +261,33 @@ class WelcomeForm(Form):
         if len(url) > 300:
             raise ValidationError("Field cannot be longer than 300 characters.")
         field.data = url
+
+
+# -- MCP servers ----------------------------------------------------------------------------
+
+POLICY_LABELS = {
+    "when_tainted": "Ask before calls once the chat has read outside content (default)",
+    "always": "Ask before every call",
+    "never": "Never ask for tools approved as read-only",
+}
+
+
+class McpServerForm(Form):
+    name = StringField("Name", validators=[DataRequired(), Length(max=32)])
+    url = StringField("Server URL", validators=[Optional(), Length(max=2000)])
+    command = StringField("Or a local command (admins)", validators=[Optional(), Length(max=2000)])
+    headers = TextAreaField("Headers, one 'Name: value' a line", validators=[Length(max=8000)])
+    policy = StringField(
+        "When to ask", default="when_tainted", validators=[AnyOf(POLICIES, "Choose a policy.")]
+    )
+    policies = [(policy, POLICY_LABELS[policy]) for policy in POLICIES]
+
+    def header_dict(self) -> dict[str, str]:
+        headers = {}
+        for line in (self.headers.data or "").splitlines():
+            if line.strip():
+                key, colon, value = line.partition(":")
+                if not colon:
+                    raise ServerRefused(f"{line.strip()!r} is not 'Name: value'.")
+                headers[key.strip()] = value.strip()
+        return headers

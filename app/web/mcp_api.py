@@ -107,9 +107,9 @@ def _check(name: str, owner_id: int | None):
 
 
 def _approve(name: str, owner_id: int | None):
-    body = body_of(McpApproveBody)
     session = db_session()
-    server = _server(name, owner_id)
+    server = _server(name, owner_id)  # someone else's is missing, whatever the body
+    body = body_of(McpApproveBody)
     try:
         if body.read_only is not None:
             approve_read_only(server, body.read_only)

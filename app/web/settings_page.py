@@ -29,6 +29,7 @@ from sqlalchemy import select
 from app.accounts.models import ApiToken, User, end_sessions
 from app.chat.provenance import untrusted_facts
 from app.db import utcnow
+from app.mcp.servers import personal_servers, server_view
 from app.memory.models import MemoryChange, UserMemory
 from app.memory.store import (
     MAX_FACT_CHARS,
@@ -50,6 +51,7 @@ from app.web.forms import (
     FactForm,
     ImportForm,
     InstructionsForm,
+    McpServerForm,
     PasswordChangeForm,
     TokenForm,
 )
@@ -282,6 +284,10 @@ def _settings_page(status: int = 200, **overrides):
         "confirm": ConfirmForm(),
         "password_form": PasswordChangeForm(formdata=None),
         "password_changed": False,
+        "servers": [server_view(s) for s in personal_servers(db_session(), current_user.id)],
+        "mcp_form": McpServerForm(formdata=None),
+        "admin_scope": False,
+        "mcp_error": "",
     }
     context.update(overrides)
     return render_template("settings/page.html", **context), status

@@ -26,6 +26,36 @@ SMALL_PHONE = {**PHONE, "viewport": {"width": 360, "height": 740}}
 SCREENS = {"phone": PHONE, "desktop": DESKTOP, "small-phone": SMALL_PHONE}
 
 
+def _mcp_servers(user_id: int) -> list:
+    """An admin's server with a change waiting, and one of Ada's own with a header."""
+    from app.mcp.models import McpServer
+
+    tool = {
+        "name": "get_current_time",
+        "title": None,
+        "description": "Now.",
+        "input_schema": {"type": "object"},
+        "read_only_hint": True,
+    }
+    return [
+        McpServer(
+            name="time",
+            command="mcp-server-time --local-timezone UTC",
+            tools=[tool],
+            pending=[{**tool, "description": "Changed."}],
+            read_only_approved=["get_current_time"],
+            policy="never",
+        ),
+        McpServer(
+            name="docs",
+            owner_id=user_id,
+            url="https://mcp.example.com/mcp",
+            header_names=["Authorization"],
+            tools=[tool],
+        ),
+    ]
+
+
 @pytest.fixture(scope="module")
 def site(module_site):
     """The shared server with Ada (an admin, so every page opens), her offer and persona, a
@@ -52,6 +82,7 @@ def site(module_site):
         session.add(offer)
         session.flush()
         session.add(Persona(user_id=user.id, offer_id=offer.id, name="Weekend Barista"))
+        session.add_all(_mcp_servers(user.id))
         session.commit()
         user_id = user.id
     return {"app": app, "server": server, "model": model, "user_id": user_id}
@@ -115,6 +146,7 @@ def _pages(chat_id: int, user_id: int) -> list[str]:
         f"/admin/conversations/{chat_id}/runs",
         "/admin/usage",
         f"/admin/users/{user_id}/usage",
+        "/admin/mcp-servers",
     ]
 
 

@@ -10,6 +10,7 @@ from werkzeug.routing import AnyConverter
 from app.accounts.models import ApiToken, User
 from app.agents.models import Guideline
 from app.chat.models import Conversation, Run
+from app.mcp.models import McpServer
 from app.workspace.models import (
     Attachment,
     Campaign,
@@ -42,6 +43,7 @@ def bobs_ids(app, auth):
             token,
             Character(user_id=bob, name="Bob's character"),
             Campaign(user_id=bob, name="Bob's campaign"),
+            McpServer(owner_id=bob, name="bobs-tools", url="https://mcp.example.com/mcp"),
             Attachment(
                 user_id=bob,
                 conversation_id=conversation.id,
@@ -62,7 +64,8 @@ def bobs_ids(app, auth):
             "run_id": rows[3].id,
             "guideline_id": rows[4].id,
             "token_id": token.id,
-            "attachment_id": rows[8].id,
+            "attachment_id": rows[9].id,
+            "name": "bobs-tools",  # an MCP server's name (his own)
             "user_id": bob,
             "tool_use_id": "toolu_bobs_card",
             "character_id": rows[6].id,

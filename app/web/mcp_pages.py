@@ -1,0 +1,137 @@
+"""MCP servers on the pages: the admin's for everyone (Admin → MCP servers) and a person's
+own (Settings → MCP servers). One partial, `settings/_mcp_servers.html`, shows either; the
+rules are app/mcp/servers.py's, as for the JSON API and the command line."""
+
+from __future__ import annotations
+
+from flask import abort, current_app, render_template, request
+from flask_login import current_user, login_required
+
+from app.mcp.servers import (
+    ServerRefused,
+    add_server,
+    admin_servers,
+    approve_changes,
+    check_server,
+    find_server,
+    personal_servers,
+    server_view,
+)
+from app.net.fetch import FetchError, check_public_address
+from app.web.admin import admin_required
+from app.web.admin import bp as admin_bp
+from app.web.forms import McpServerForm
+from app.web.identity import db_session
+from app.web.settings_page import bp as settings_bp
+
+
+def _owner() -> int | None:
+    return None if _admin_scope() else current_user.id
+
+
+def _admin_scope() -> bool:
+    return request.blueprint == "admin"
+
+
+def _public_only(url: str) -> None:
+    settings = current_app.extensions["services"].settings
+    try:
+        check_public_address(url, settings.fetch_allow_hosts)
+    except FetchError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def _context(form: McpServerForm | None = None, error: str = "") -> dict:
+    owner = _owner()
+    session = db_session()
+    servers = admin_servers(session) if owner is None else personal_servers(session, owner)
+    return {
+        "servers": [server_view(server) for server in servers],
+        "mcp_form": form or McpServerForm(formdata=None),
+        "admin_scope": owner is None,
+        "mcp_error": error,
+    }
+
+
+def render_servers(form: McpServerForm | None = None, error: str = "", status: int = 200):
+    return render_template("settings/_mcp_servers.html", **_context(form, error)), status
+
+
+def _add():
+    form = McpServerForm()
+    if not form.validate():
+        return render_servers(form, "Check the fields below.", 400)
+    services, session = current_app.extensions["services"], db_session()
+    owner = _owner()
+    try:
+        add_server(
+            session,
+            services.mcp,
+            services.secrets,
+            name=form.name.data.strip(),
+            owner_id=owner,
+            url=(form.url.data or "").strip() or None,
+            command=(form.command.data or "").strip() or None,
+            headers=form.header_dict(),
+            policy=form.policy.data,
+            check_url=None if owner is None else _public_only,
+        )
+    except ServerRefused as exc:
+        session.rollback()
+        return render_servers(form, str(exc), 400)
+    session.commit()
+    return render_servers(status=201)
+
+
+def _act(name: str, action: str):
+    services, session = current_app.extensions["services"], db_session()
+    server = find_server(session, name, _owner())
+    if server is None:
+        abort(404)
+    try:
+        if action == "check":
+            check_server(session, services.mcp, services.secrets, server)
+        elif action == "approve":
+            approve_changes(server)
+        else:
+            session.delete(server)
+    except ServerRefused as exc:
+        session.rollback()
+        return render_servers(error=str(exc), status=400)
+    session.commit()
+    return render_servers()
+
+
+@settings_bp.post("/mcp-servers")
+@login_required
+def add_own_mcp_server():
+    """Add an MCP server for oneself (a URL; its tools join one's chats)."""
+    return _add()
+
+
+@settings_bp.post("/mcp-servers/<name>/<any(check, approve, remove):action>")
+@login_required
+def own_mcp_server_action(name: str, action: str):
+    """Check one's MCP server for changed tools, approve them, or remove it."""
+    return _act(name, action)
+
+
+@admin_bp.get("/mcp-servers")
+@admin_required
+def mcp_servers():
+    """The MCP servers whose tools everyone's chats may call."""
+    return render_template("admin/mcp_servers.html", **_context())
+
+
+@admin_bp.post("/mcp-servers")
+@admin_required
+def add_mcp_server():
+    """Add an MCP server for everyone."""
+    return _add()
+
+
+@admin_bp.post("/mcp-servers/<name>/<any(check, approve, remove):action>")
+@admin_required
+def mcp_server_action(name: str, action: str):
+    """Check an MCP server for changed tools, approve them, or remove it."""
+    return _act(name, action)
