@@ -196,6 +196,7 @@ def _register_blueprints(app: Flask) -> None:
         export,
         mcp_api,
         mcp_pages,  # noqa: F401
+        mcp_server,
         memory_api,
         openapi,
         search,
@@ -215,6 +216,7 @@ def _register_blueprints(app: Flask) -> None:
         api,
         memory_api,
         mcp_api,
+        mcp_server,
         search,
         export,
         workspace_api,
@@ -230,6 +232,8 @@ def _check_csrf() -> None:
     # An anonymous API call has no session to protect: login_required answers it with 401.
     if request.path.startswith("/api/") and not current_user.is_authenticated:
         return
+    if request.path == "/mcp":
+        return  # it takes only a bearer token: a browser's cookie is refused there (401)
     csrf.protect()
 
 

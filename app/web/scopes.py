@@ -30,6 +30,8 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 def required_scope(endpoint: str, path: str, method: str) -> str:
     if endpoint.partition(".")[0] == "admin" or path.startswith("/api/admin/"):
         return "admin"
+    if endpoint == "mcp_server.endpoint":
+        return "read"  # every MCP message is a POST; each tool checks its own scope
     return "read" if method in READ_METHODS else "chat"
 
 

@@ -40,15 +40,17 @@ def api_search():
     query = request.args.get("q", "")
     if not query.strip():
         raise ApiError(400, "Send what to look for in 'q'.", ErrorCode.INVALID_FIELD)
-    limit, offset = _limit(), _cursor()
+    return jsonify(search_dict(query, _limit(), _cursor()))
+
+
+def search_dict(query: str, limit: int = 20, offset: int = 0) -> dict:
+    """A page of hits as the API (and the MCP server's search_chats) answers it."""
     found = _search(query, limit, offset)
-    return jsonify(
-        {
-            "hits": [_hit_dict(hit) for hit in found.hits],
-            "chats": [_chat_dict(chat) for chat in found.chats],
-            "next_cursor": str(found.next_offset) if found.next_offset is not None else None,
-        }
-    )
+    return {
+        "hits": [_hit_dict(hit) for hit in found.hits],
+        "chats": [_chat_dict(chat) for chat in found.chats],
+        "next_cursor": str(found.next_offset) if found.next_offset is not None else None,
+    }
 
 
 @bp.get("/search")

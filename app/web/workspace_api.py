@@ -43,11 +43,11 @@ PAGE = (
 # -- reading ------------------------------------------------------------------------------
 
 
-def _page(model, shape, dump=None):
-    """One page of the caller's `model`, oldest first; the cursor is the last id given."""
-    limit, after = _limit(), _cursor()
+def own_page(model, shape, limit: int = 50, after: int = 0, dump=None) -> dict:
+    """One page of the caller's `model`, oldest first, as the API and the MCP server answer
+    it; the cursor is the last id given."""
     if after >= MAX_ID:  # past every id the database can hold (and its INTEGER column)
-        return jsonify({"items": [], "next_cursor": None})
+        return {"items": [], "next_cursor": None}
     session = db_session()
     with read_transaction(session):
         items = list(
@@ -60,18 +60,25 @@ def _page(model, shape, dump=None):
         )
         more = len(items) > limit
         items = items[:limit]
-        body = {
+        return {
             "items": [(dump or shape.dump)(item) for item in items],
             "next_cursor": str(items[-1].id) if more else None,
         }
-    return jsonify(body)
+
+
+def own_one(model, item_id: int, shape, dump=None) -> dict:
+    """One of the caller's items as the API answers it; 404 for another's or a missing one."""
+    session = db_session()
+    with read_transaction(session):
+        return (dump or shape.dump)(owned_or_404(model, item_id))
+
+
+def _page(model, shape, dump=None):
+    return jsonify(own_page(model, shape, _limit(), _cursor(), dump))
 
 
 def _one(model, item_id: int, shape, dump=None):
-    session = db_session()
-    with read_transaction(session):
-        item = owned_or_404(model, item_id)
-        return jsonify((dump or shape.dump)(item))
+    return jsonify(own_one(model, item_id, shape, dump))
 
 
 def _limit() -> int:
@@ -327,7 +334,7 @@ def output(output_id: int):
     return _one(Output, output_id, OutputOut)
 
 
-def _asset_dict(asset: VisualAsset) -> dict:
+def asset_dict(asset: VisualAsset) -> dict:
     image = url_for("workspace_api.asset_file", asset_id=asset.id)
     return AssetOut.dump({**_columns(asset), "image_url": image})
 
@@ -340,7 +347,7 @@ def _columns(item) -> dict:
 @documented("GET", "List your images", response=page_of(AssetOut), query=PAGE)
 @login_required
 def list_assets():
-    return _page(VisualAsset, AssetOut, _asset_dict)
+    return _page(VisualAsset, AssetOut, asset_dict)
 
 
 @bp.get("/assets/<int:asset_id>")
@@ -351,7 +358,7 @@ def list_assets():
 def asset(asset_id: int):
     if request.method == "DELETE":
         return _delete(VisualAsset, asset_id)
-    return _one(VisualAsset, asset_id, AssetOut, _asset_dict)
+    return _one(VisualAsset, asset_id, AssetOut, asset_dict)
 
 
 @bp.get("/assets/<int:asset_id>/image")
