@@ -8,20 +8,29 @@ docs/reference.md (`DOCUMENTED_SETTINGS`, app/reference.py) are derived from tho
 from __future__ import annotations
 
 import os
-import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from typing import Any, Literal
 
 from dotenv import load_dotenv
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import JsonDict
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from app.setting_types import (
+    Flag,
+    Hosts,
+    OptionalFlag,
+    Origins,
+    PublicUrl,
+    Seconds,
+    Weights,
+    Whole,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INSTANCE = PROJECT_ROOT / "instance"
@@ -32,87 +41,6 @@ DEFAULT_IMAGE_MODEL = "gpt-image-1"
 # The built-in demo model's name: what host requests, run logs and usage name while it
 # answers (app/llm/demo/engine.py reports the model a request names).
 DEMO_MODEL_NAME = "loopdesk-demo"
-
-
-# -- reading one variable's text -------------------------------------------------------
-# A reader raises ValueError saying what the text must be; load_settings names the variable.
-
-
-def _bool(raw: str) -> bool:
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _optional_bool(raw: str) -> bool | None:
-    return None if raw.strip() == "" else _bool(raw)
-
-
-def _public_url(raw: str) -> str | None:
-    """`https://chat.example.com` (no path): where people reach the app."""
-    if not raw.strip():
-        return None
-    parts = urlsplit(raw.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"must be like https://chat.example.com, got {raw!r}")
-    return raw.strip().rstrip("/")
-
-
-def _weights(raw: str) -> dict[str, int]:
-    """`claude-haiku-5-5=1,claude-sonnet-5-5=2` → {model: credits}."""
-    weights = {}
-    for item in raw.split(","):
-        if not item.strip():
-            continue
-        name, _, value = item.partition("=")
-        try:
-            weights[name.strip()] = int(value)
-        except ValueError as exc:
-            raise ValueError(f"must be model=whole-number pairs, got {item!r}") from exc
-    return weights
-
-
-def _hosts(raw: str) -> tuple[str, ...]:
-    return tuple(h.strip() for h in raw.split(",") if h.strip())
-
-
-_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
-
-
-def _origins(raw: str) -> tuple[str, ...]:
-    """`https://app.example.com,http://localhost:3000`: exact origins (no wildcard: a
-    token in any page's hands is the person's whole account)."""
-    origins = _hosts(raw)
-    for origin in origins:
-        if not _ORIGIN.match(origin):
-            raise ValueError(f"must be origins like https://app.example.com, got {origin!r}")
-    return tuple(origin.lower() for origin in origins)
-
-
-def _text(parse: Callable[[str], Any], must_be: str = "") -> BeforeValidator:
-    """Reads a variable's text with `parse`; a value that is not text (an override) is
-    kept as it is."""
-
-    def read(value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        try:
-            return parse(value)
-        except ValueError as exc:
-            if not must_be:
-                raise
-            raise ValueError(f"must be {must_be}, got {value!r}") from exc
-
-    return BeforeValidator(read)
-
-
-# The types of settings whose text is not read as it is (str, Path).
-Whole = Annotated[int, _text(int, "a whole number")]
-Seconds = Annotated[float, _text(float, "a number of seconds")]
-Flag = Annotated[bool, _text(_bool)]
-OptionalFlag = Annotated[bool | None, _text(_optional_bool)]
-PublicUrl = Annotated[str | None, _text(_public_url)]
-Weights = Annotated[dict[str, int], _text(_weights)]
-Hosts = Annotated[tuple[str, ...], _text(_hosts)]
-Origins = Annotated[tuple[str, ...], _text(_origins)]
 
 
 def setting(default: Any, env: str, meaning: str, default_text: str = "", **more: Any) -> Any:
@@ -241,6 +169,13 @@ class Settings(BaseSettings):
     stale_seconds: Seconds = setting(90, "STALE_SECONDS", "liveness")
     stream_idle_seconds: Seconds = setting(90, "STREAM_IDLE_SECONDS", "liveness")
     max_run_seconds: Seconds = setting(1200, "MAX_RUN_SECONDS", "liveness")
+    web_search: Literal["auto", "on", "off"] = setting(
+        "auto",
+        "WEB_SEARCH",
+        "the provider's web search server tool beside `fetch_url`: `auto` offers it on the "
+        "Anthropic API (no ANTHROPIC_BASE_URL), `on` on any model server, `off` never; its "
+        "results taint the chat and its citations show as links under the answer",
+    )
     mcp_timeout_seconds: Seconds = setting(
         10,
         "MCP_TIMEOUT_SECONDS",
@@ -397,6 +332,13 @@ class Settings(BaseSettings):
     @property
     def uses_demo_model(self) -> bool:
         return self.model_provider == "demo"
+
+    @property
+    def offers_web_search(self) -> bool:
+        """Whether the host's requests offer the provider's web search (WEB_SEARCH)."""
+        if self.web_search == "auto":
+            return not self.uses_demo_model and not self.anthropic_base_url
+        return self.web_search == "on"
 
     @property
     def host_model_name(self) -> str:

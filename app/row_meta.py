@@ -121,6 +121,8 @@ class HostMeta(TypedDict, total=False):
     hidden: bool
     stopped: bool  # Stop ended it; its text is what had streamed
     steps: StepsSummary  # the run's steps, on its first shown row
+    # The provider's web searches of this turn: what they read (app/llm/web_search.py).
+    untrusted: list[dict[str, Any]]
 
 
 class CardMeta(HostMeta, total=False):

@@ -129,6 +129,23 @@ class ThinkingBlock:
 
 
 @dataclass(frozen=True)
+class CitedTextBlock:
+    """A text block citing web search results: ``citations_delta`` events after its text."""
+
+    text: str
+    citations: tuple[tuple[str, str, str], ...]  # (url, title, cited_text)
+
+
+@dataclass(frozen=True)
+class WebSearchBlock:
+    """The provider's web search, run within the reply: a ``server_tool_use`` block and its
+    ``web_search_tool_result`` (results: (url, title) pairs; the page text is encrypted)."""
+
+    query: str
+    results: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class RedactedThinkingBlock:
     pass
 
@@ -160,7 +177,14 @@ class ApiError:
         return out
 
 
-Block = TextBlock | ToolUseBlock | ThinkingBlock | RedactedThinkingBlock
+Block = (
+    TextBlock
+    | ToolUseBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | CitedTextBlock
+    | WebSearchBlock
+)
 
 
 def text(value: str) -> TextBlock:
@@ -173,6 +197,17 @@ def tool_use(
 ) -> ToolUseBlock:
     """A tool_use block; its input is streamed as 2+ ``input_json_delta`` chunks."""
     return ToolUseBlock(name, dict(input or {}), id)
+
+
+def web_search(query: str, *results: tuple[str, str]) -> WebSearchBlock:
+    """The provider's web search within a reply (answered only when the request offers the
+    ``web_search`` server tool, as the real API does)."""
+    return WebSearchBlock(query, tuple(results))
+
+
+def cited(value: str, *citations: tuple[str, str, str]) -> CitedTextBlock:
+    """Text with citations of web search results: ``(url, title, cited_text)`` each."""
+    return CitedTextBlock(value, tuple(citations))
 
 
 def thinking(value: str) -> ThinkingBlock:
@@ -239,7 +274,7 @@ class Turn:
                 if n != len(items) - 1:
                     raise ValueError("stream_error(...) must be the last item of a Turn")
                 error = item
-            elif isinstance(item, TextBlock | ToolUseBlock | ThinkingBlock | RedactedThinkingBlock):
+            elif isinstance(item, Block):
                 blocks.append(item)
             else:
                 raise TypeError(f"not a Turn item: {item!r}")
@@ -655,6 +690,9 @@ def _validate_block(
         )
     if kind == "text":
         _check_text_block(block, where, "messages")
+        for citation in block.get("citations") or []:
+            if citation.get("encrypted_index") not in issued:
+                raise _Invalid(f"{where}.citations: Invalid `encrypted_index` in a citation")
     elif kind == "tool_use":
         tool_id = block.get("id")
         if not isinstance(tool_id, str) or not _TOOL_ID_RE.match(tool_id):
@@ -700,6 +738,21 @@ def _validate_block(
             raise _Invalid(f"{where}.data: Field required")
         if data not in issued:
             raise _Invalid(f"{where}: Invalid `data` in `redacted_thinking` block")
+    elif kind == "server_tool_use":
+        if (
+            not str(block.get("id", "")).startswith("srvtoolu_")
+            or block.get("name") != "web_search"
+        ):
+            raise _Invalid(f"{where}.id: a server tool use the server issued is required")
+        if not isinstance(block.get("input"), dict):
+            raise _Invalid(f"{where}.input: Input should be a valid dictionary")
+    elif kind == "web_search_tool_result":
+        content = block.get("content")
+        if not str(block.get("tool_use_id", "")).startswith("srvtoolu_"):
+            raise _Invalid(f"{where}.tool_use_id: Field required")
+        results = content if isinstance(content, list) else []
+        if any(result.get("encrypted_content") not in issued for result in results):
+            raise _Invalid(f"{where}.content: Invalid `encrypted_content` in a search result")
     elif kind in ("image", "document") and not isinstance(block.get("source"), dict):
         raise _Invalid(f"{where}.source: Field required")
 
@@ -1599,6 +1652,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 out.append(
                     {"type": "thinking", "thinking": block.thinking, "signature": fake._issue()}
                 )
+            elif isinstance(block, WebSearchBlock):
+                out.extend(_web_search_blocks(block, fake))
+            elif isinstance(block, CitedTextBlock):
+                out.append(
+                    {"type": "text", "text": block.text, "citations": _citations(block, fake)}
+                )
             else:
                 out.append({"type": "redacted_thinking", "data": fake._issue()})
         return out
@@ -1701,7 +1760,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             kind = block["type"]
             if kind == "text":
                 start_block: dict[str, Any] = {"type": "text", "text": ""}
-            elif kind == "tool_use":
+                if "citations" in block:
+                    start_block["citations"] = []
+            elif kind in ("tool_use", "server_tool_use"):
                 start_block = {**block, "input": {}}
             elif kind == "thinking":
                 start_block = {"type": "thinking", "thinking": "", "signature": ""}
@@ -1714,7 +1775,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if kind == "text":
                 for piece in _split_text(block["text"]):
                     delta(index, {"type": "text_delta", "text": piece})
-            elif kind == "tool_use":
+                for citation in block.get("citations") or []:
+                    delta(index, {"type": "citations_delta", "citation": citation})
+            elif kind in ("tool_use", "server_tool_use"):
                 for piece in _split_json(json.dumps(block["input"], ensure_ascii=False)):
                     delta(index, {"type": "input_json_delta", "partial_json": piece})
             elif kind == "thinking":
@@ -1747,6 +1810,42 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         )
         self._event("message_stop", {"type": "message_stop"})
         self._chunk(b"")
+
+
+def _web_search_blocks(block: WebSearchBlock, fake: FakeModelServer) -> list[dict[str, Any]]:
+    tool_id = f"srvtoolu_{_rand()}"
+    results = [
+        {
+            "type": "web_search_result",
+            "url": url,
+            "title": title,
+            "encrypted_content": fake._issue(),
+            "page_age": None,
+        }
+        for url, title in block.results
+    ]
+    return [
+        {
+            "type": "server_tool_use",
+            "id": tool_id,
+            "name": "web_search",
+            "input": {"query": block.query},
+        },
+        {"type": "web_search_tool_result", "tool_use_id": tool_id, "content": results},
+    ]
+
+
+def _citations(block: CitedTextBlock, fake: FakeModelServer) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "web_search_result_location",
+            "url": url,
+            "title": title,
+            "cited_text": cited_text,
+            "encrypted_index": fake._issue(),
+        }
+        for url, title, cited_text in block.citations
+    ]
 
 
 class FakeModelServer:
@@ -1910,7 +2009,18 @@ class FakeModelServer:
                 entry, label = found
                 self._append(self.strict_answers, label)
                 return entry
-        return self._next_entry(body)
+        entry = self._next_entry(body)
+        searches = isinstance(entry, Turn) and any(
+            isinstance(block, WebSearchBlock) for block in entry.blocks
+        )
+        offered = any(
+            isinstance(tool, dict) and str(tool.get("type", "")).startswith("web_search_")
+            for tool in body.get("tools") or []
+        )
+        if searches and not offered:
+            # A model searches only when the request offers the server tool.
+            return api_error(500, "api_error", "scripted a web search the request did not offer")
+        return entry
 
     def _next_entry(self, body: dict[str, Any]) -> ScriptEntry:
         with self._lock:

@@ -29,6 +29,7 @@ from app.llm.budget import (
     estimate_tools,
     input_budget,
 )
+from app.llm.web_search import TOOL as WEB_SEARCH_TOOL
 from app.memory.store import memory_prompt, read_memory
 from app.tools.registry import ToolRegistry
 
@@ -113,6 +114,8 @@ class HostRequestBuilder:
         # A step with thinking off reserves no thinking budget.
         max_tokens = HOST_MAX_TOKENS + (settings.thinking_budget if thinking else 0)
         schemas = [tool.schema_for_model() for tool in tools]
+        if settings.offers_web_search:
+            schemas.append(WEB_SEARCH_TOOL)  # the provider's, run within its reply
         factor = self.calibration.factor(self.conversation_id)
         fixed = math.ceil((estimate_tools(schemas) + estimate_text(system)) * factor)
         budget = input_budget(settings.context_window_tokens, max_tokens, fixed, 0)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from app.chat.models import TITLE_DEFAULT, TITLE_PERSON, Conversation, Message
 from app.chat.shapes import meta_of
 from app.kinds import RowKind
+from app.llm.web_search import cited_links
 
 DEFAULT_TITLE = "New chat"
 
@@ -94,4 +95,9 @@ def row_dict(row: Message, siblings: list[int] | None = None) -> dict[str, Any]:
         data["untrusted_sources"] = meta["untrusted"]
     if "steps" in meta:
         data["steps"] = meta["steps"]  # the run's steps, kept on its first shown row
+    if row.kind in (RowKind.HOST, RowKind.CARD) and meta.get("untrusted"):
+        data["untrusted_sources"] = meta["untrusted"]  # the provider's web searches
+        links = cited_links(list(meta.get("blocks") or []))
+        if links:
+            data["citations"] = links  # shown as links under the answer
     return data

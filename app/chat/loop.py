@@ -236,6 +236,7 @@ class HostLoop:
         draft = opening.draft
         for _ in range(self.settings.max_iterations):
             turn = self.model_step(AUTO, presenting, draft)
+            state.read_searches(turn.content)
             draft = None
             if not turn.tool_uses:
                 return ending.answer(services, state, frames, turn, presenting)

@@ -57,6 +57,8 @@ def source_label(source: dict[str, Any]) -> str:
         return f"a saved {str(source['saved']).replace('_', ' ')} made from outside content"
     if source.get("memory"):
         return "a remembered fact made from outside content"
+    if "web_search" in source:
+        return f"a web search for {str(source['web_search'])!r}"
     if source.get("mcp"):
         return f"the MCP server {source['mcp']} (its tool {source.get('tool', '')})"
     return "outside content"

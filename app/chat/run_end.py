@@ -28,6 +28,7 @@ from app.chat.run_state import RunFrames, RunIds, RunState
 from app.chat.runs import finish_run, run_status
 from app.kinds import RowKind
 from app.llm.client import AssistantTurn
+from app.llm.web_search import search_sources
 from app.row_meta import ErrorMeta, HostMeta
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,9 @@ def assistant_row(turn: AssistantTurn) -> tuple[str, HostMeta]:
     text: the model still reads its blocks)."""
     text = turn.text.strip()
     meta: HostMeta = {"blocks": turn.content, "stop_reason": turn.stop_reason}
+    searched = search_sources(turn.content)
+    if searched:
+        meta["untrusted"] = searched  # the chat is tainted from this turn on
     if not text:
         meta["hidden"] = True
     if not turn.content:

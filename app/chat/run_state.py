@@ -20,6 +20,7 @@ from app.chat.runs import run_status
 from app.chat.steps import RunSteps
 from app.db import utcnow
 from app.llm.errors import StreamAborted
+from app.llm.web_search import search_sources
 from app.tools.context import ToolContext
 from app.tools.registry import Tool
 from app.tools.results import ToolResult
@@ -71,6 +72,15 @@ class RunState:
     @property
     def tainted(self) -> bool:
         return bool(self.sources)
+
+    def read_searches(self, blocks: list[dict[str, Any]]) -> None:
+        """The provider's web searches of a model turn: outside content from now on, and
+        billed as a tool call each."""
+        searched = search_sources(blocks)
+        self.billable_calls += len(searched)
+        for source in searched:
+            if source not in self.sources:
+                self.sources.append(source)
 
     def read_untrusted(
         self, tool: Tool | None, result: ToolResult, context: ToolContext | None = None

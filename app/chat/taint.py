@@ -39,7 +39,7 @@ _RESULT_SOURCES = select(
     Message.meta[("blocks", 0, "is_error")].as_boolean(),
 ).where(
     Message.conversation_id == bindparam("conversation_id"),
-    Message.kind.in_((RowKind.TOOL_RESULT, RowKind.USER)),
+    Message.kind.in_((RowKind.TOOL_RESULT, RowKind.USER, RowKind.HOST)),
 )
 _TYPED_TEXTS = select(Message.content, Message.meta["untrusted"]).where(
     Message.conversation_id == bindparam("conversation_id"), Message.kind == RowKind.USER

@@ -83,7 +83,8 @@ class TurnAccumulator:
             data["input"] = {}
         elif data["type"] == "thinking" and self.callbacks.on_thinking_start:
             self.callbacks.on_thinking_start()
-        data.pop("citations", None)
+        if not data.get("citations"):
+            data.pop("citations", None)  # a text block without citations sends none back
         while len(self.blocks) <= index:
             self.blocks.append({})
         self.blocks[index] = data
@@ -105,6 +106,8 @@ class TurnAccumulator:
             self.pieces[index].append(delta["thinking"])
         elif kind == "signature_delta":
             self.blocks[index]["signature"] = delta["signature"]
+        elif kind == "citations_delta":
+            self.blocks[index].setdefault("citations", []).append(_without_none(delta["citation"]))
 
     def _stop(self, index: int) -> None:
         block = self.blocks[index]
@@ -116,7 +119,7 @@ class TurnAccumulator:
         pieces = self.pieces.pop(index, None)
         block = self.blocks[index]
         kind = block.get("type")
-        if kind == "tool_use" and pieces is not None:
+        if kind in ("tool_use", "server_tool_use") and pieces is not None:
             raw = "".join(pieces)
             try:
                 block["input"] = json.loads(raw) if raw.strip() else {}
@@ -129,7 +132,7 @@ class TurnAccumulator:
         """The blocks, a text or thinking block still open included (a tool call's input
         counts only once its block stopped)."""
         for index in list(self.pieces):
-            if self.blocks[index].get("type") != "tool_use":
+            if self.blocks[index].get("type") not in ("tool_use", "server_tool_use"):
                 self._join(index)
         return [b for b in self.blocks if b and not (b["type"] == "text" and not b.get("text"))]
 

@@ -136,6 +136,7 @@ BY_NAME = {tool.name: tool for tool in TOOLS}
 
 @bp.post("/mcp")
 def endpoint():
+    """Loopdesk as an MCP server: one JSON-RPC message, answered in JSON (a bearer token)."""
     refusal = _refused()
     if refusal is not None:
         return refusal
