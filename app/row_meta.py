@@ -36,6 +36,9 @@ class AskedCard(TypedDict):
     reason: NotRequired[str]
     url: NotRequired[dict[str, str]]
     memory: NotRequired[list[dict[str, Any]]]
+    # A question an MCP tool asked mid-call: what its call needs to go on once answered
+    # (app/tools/mcp_questions.py): {arguments, requestState, fields}.
+    resume: NotRequired[dict[str, Any]]
     # An outside tool's held call: the MCP server and its own name for the tool.
     server: NotRequired[str]
     serverTool: NotRequired[str]

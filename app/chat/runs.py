@@ -245,8 +245,10 @@ def approved_not_run(row: Message | None) -> Message | None:
 
 
 def _approved_not_run(meta: Mapping[str, Any] | None) -> bool:
+    """A confirmation approved, or a tool's own question answered, not yet carried on."""
     card = card_in(meta)
-    return card is not None and is_confirmation(card) and card.get("executed") is False
+    carried_on = card is not None and (is_confirmation(card) or bool(card.get("resume")))
+    return carried_on and card is not None and card.get("executed") is False
 
 
 def awaiting_card(session: Session, conversation_id: int) -> Message | None:

@@ -261,17 +261,32 @@ class ToolCalls:
             else:
                 context = self.tool_context(session, tool_use)
                 with stamped(session, context):
-                    outcome = invoke(tool, context, card["arguments"], approved=True)
+                    outcome = self.carry_on(tool, context, card)
                 result = _as_result(outcome)
             untrusted = self.state.read_untrusted(tool, result, context)
             rows = self.persist_tool_result(session, tool_use, card["tool"], result, untrusted)
             self.guard.ensure_running(session)
             session.commit()
-        self.log_tool_call(tool_use, card["tool"], card["arguments"], result, started)
+        self.log_tool_call(
+            tool_use,
+            card["tool"],
+            card.get("arguments") or (card.get("resume") or {}).get("arguments") or {},
+            result,
+            started,
+        )
         if tool is not None and tool.billable and not result.is_error:
             self.state.billable_calls += 1
         self.emit_visible(rows)
         return True
+
+    @staticmethod
+    def carry_on(tool: Tool, context: ToolContext, card: Card) -> ToolResult | Pause:
+        """An approved call with the card's exact arguments, or a call that asked the
+        person mid-way going on with their answer."""
+        if card.get("resume"):
+            arguments = (card.get("resume") or {}).get("arguments") or {}
+            return invoke(tool, context, arguments, answered=card)
+        return invoke(tool, context, card.get("arguments") or {}, approved=True)
 
     def claim_approved_card(self) -> Card | None:
         """The approved card, marked executed and committed so that nothing carries it out

@@ -30,6 +30,7 @@ from app.chat.runs import (
 )
 from app.chat.search import index_row
 from app.chat.shapes import is_confirmation, meta_of
+from app.chat.toolset import run_tools
 from app.chat.turn_checks import TurnRejected, locked_conversation, locked_idle_conversation
 from app.config import Settings
 from app.error_codes import ErrorCode
@@ -314,6 +315,13 @@ def submit_tool_response(
         if problem:
             raise TurnRejected(400, ErrorCode.INVALID_ANSWER, problem)
         answer, status = result, CardStatus.ANSWERED
+        if card.get("resume"):
+            # A tool's own question mid-call: the resumed run goes on with the call (as
+            # an approved confirmation), whose result the model then reads.
+            _close_card(session, card_row, status, answer)
+            to_run: Card = {**meta_of(card_row)["card"], "executed": False}
+            card_row.meta = {**card_row.meta, "card": to_run}
+            return _start(session, conversation, "tool_response", [card_row])
     _tool_result_row(session, conversation.id, card, answer)
     _close_card(session, card_row, status, answer)
     return _start(session, conversation, "tool_response", [card_row])
@@ -362,6 +370,8 @@ def _check_answer(
     result: dict[str, Any],
 ) -> str | None:
     tool = services.tools.get(card["tool"])
+    if tool is None:
+        tool = run_tools(session, services, user_id).get(card["tool"])  # an outside one
     if tool is None or tool.check_response is None:
         return None
     context = ToolContext(

@@ -37,18 +37,26 @@ def _answer(message: dict[str, Any]) -> None:
         sys.stdout.flush()
 
 
+async def _never_asked(*_args: Any, **_kwargs: Any) -> Any:
+    """Declares that we can elicit: a server's question comes back to the caller as an
+    input-required result (its run pauses on a card), never answered here."""
+    raise RuntimeError("questions are answered by the person, through the caller")
+
+
 def _client(target: dict[str, Any]) -> Any:
     from mcp import Client, StdioServerParameters
 
     if "command" in target:
         program, *args = target["command"]
         # No env: the SDK passes only HOME, PATH, USER and the like to the server.
-        return Client(StdioServerParameters(command=program, args=args))
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
+        server: Any = StdioServerParameters(command=program, args=args)
+    else:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
 
-    http = create_mcp_http_client(headers=target.get("headers") or {})
-    return Client(streamable_http_client(target["url"], http_client=http))
+        http = create_mcp_http_client(headers=target.get("headers") or {})
+        server = streamable_http_client(target["url"], http_client=http)
+    return Client(server, elicitation_callback=_never_asked)
 
 
 def _tool(tool: Any) -> dict[str, Any]:
@@ -88,13 +96,42 @@ def _block(block: Any) -> dict[str, Any]:
     return {"type": kind or "unknown"}
 
 
-async def _call_tool(client: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(name, arguments)
+async def _call_tool(client: Any, request: dict[str, Any]) -> dict[str, Any]:
+    import mcp_types as types
+
+    responses = {
+        key: types.ElicitResult(**answer) for key, answer in (request.get("answers") or {}).items()
+    }
+    result = await client.session.call_tool(
+        request["name"],
+        request["arguments"],
+        allow_input_required=True,
+        input_responses=responses or None,
+        request_state=request.get("request_state"),
+    )
+    if isinstance(result, types.InputRequiredResult):
+        return {"input_required": _questions(result)}
     return {
         "content": [_block(block) for block in result.content or []],
         "structured": result.structured_content,
         "is_error": bool(result.is_error),
     }
+
+
+def _questions(result: Any) -> dict[str, Any]:
+    """What the server asks (form elicitations only: {key: {message, schema}}) and its
+    opaque state, to send back with the answers."""
+    asked = {}
+    for key, request in (result.input_requests or {}).items():
+        params = getattr(request, "params", None)
+        schema = getattr(params, "requested_schema", None)
+        if getattr(request, "method", "") != "elicitation/create" or params is None:
+            raise ValueError("the server asked for something other than a form to fill")
+        if schema is None:
+            raise ValueError("the server asked for a form without its fields")
+        schema = schema if isinstance(schema, dict) else schema.model_dump(exclude_none=True)
+        asked[key] = {"message": params.message, "schema": schema}
+    return {"questions": asked, "request_state": result.request_state}
 
 
 async def _handle(request: dict[str, Any]) -> None:
@@ -105,7 +142,7 @@ async def _handle(request: dict[str, Any]) -> None:
             if request["op"] == "list_tools":
                 result = await _list_tools(client)
             else:
-                result = await _call_tool(client, request["name"], request["arguments"])
+                result = await _call_tool(client, request)
         _answer({"id": ident, "ok": True, "result": result})
     except TimeoutError:
         _answer({"id": ident, "ok": False, "error": "The server did not answer in time."})

@@ -64,9 +64,22 @@ class McpClient:
         return self._ask({"op": "list_tools", "target": target.wire()}, timeout)
 
     def call_tool(
-        self, target: Target, name: str, arguments: dict[str, Any], timeout: float | None = None
+        self,
+        target: Target,
+        name: str,
+        arguments: dict[str, Any],
+        timeout: float | None = None,
+        *,
+        answers: dict[str, Any] | None = None,
+        request_state: str | None = None,
     ) -> dict[str, Any]:
-        request = {"op": "call_tool", "target": target.wire(), "name": name}
+        """The tool's result: {content, structured, is_error}, or {input_required:
+        {questions: {key: {message, schema}}, request_state}} when the server asks the
+        person something first; call again with `answers` ({key: {action, content}}) and
+        its `request_state`."""
+        request: dict[str, Any] = {"op": "call_tool", "target": target.wire(), "name": name}
+        if answers is not None:
+            request.update(answers=answers, request_state=request_state)
         return self._ask({**request, "arguments": arguments}, timeout)
 
     def _ask(self, request: dict[str, Any], timeout: float | None) -> dict[str, Any]:

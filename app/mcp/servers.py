@@ -210,8 +210,8 @@ def _ttl(listed: dict[str, Any]) -> int:
 def _checked_tools(server: str, tools: list[Any]) -> list[dict[str, Any]]:
     if len(tools) > MAX_TOOLS:
         raise ServerRefused(
-            f"The server offers {len(tools)} tools; at most {MAX_TOOLS} are accepted "
-            "(every tool's schema goes into every request)."
+            f"The server offers more than {MAX_TOOLS} tools ({len(tools)} were read); at most "
+            f"{MAX_TOOLS} are accepted (every tool's schema goes into every request)."
         )
     checked: list[dict[str, Any]] = []
     for tool in tools:

@@ -17,6 +17,7 @@ from app.llm.errors import (
     plain_reason,
     redact,
 )
+from app.row_meta import Card
 from app.tools.context import ToolContext
 from app.tools.registry import Tool, invalid_input
 from app.tools.results import Pause, ToolFailure, ToolResult
@@ -25,7 +26,12 @@ log = logging.getLogger(__name__)
 
 
 def invoke(
-    tool: Tool, context: ToolContext, arguments: dict[str, Any], *, approved: bool = False
+    tool: Tool,
+    context: ToolContext,
+    arguments: dict[str, Any],
+    *,
+    approved: bool = False,
+    answered: Card | None = None,
 ) -> ToolResult | Pause:
     """The handler's result (or its card); on any failure the tool's writes are rolled
     back and the model is told what went wrong. `approved`: the person allowed a held
@@ -38,7 +44,9 @@ def invoke(
         raise RuntimeError(f"{tool.name} was called with a transaction open")
     secrets = [context.settings.anthropic_api_key]
     try:
-        if approved and tool.on_approved is not None:
+        if answered is not None and tool.on_answered is not None:
+            outcome = tool.on_answered(context, answered)
+        elif approved and tool.on_approved is not None:
             outcome = tool.on_approved(context, arguments)
         else:
             outcome = tool.handler(context, tool.typed(arguments))

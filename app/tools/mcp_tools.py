@@ -16,10 +16,12 @@ from typing import Any
 from app.mcp.client import McpError
 from app.mcp.models import McpServer
 from app.mcp.servers import model_name, target_of
-from app.row_meta import HeldDetails
+from app.row_meta import Card, HeldDetails
 from app.tools.context import ToolContext
+from app.tools.mcp_questions import answers_for, question_card
+from app.tools.questionnaire import check_card_answer
 from app.tools.registry import MCP, OutsideInput, Tool, tool
-from app.tools.results import ToolFailure, ToolResult
+from app.tools.results import Pause, ToolFailure, ToolResult
 
 MAX_RESULT_CHARS = 20_000  # of one result, as the model reads it
 ALWAYS_REASON = "Every call to this server's tools waits for your approval."
@@ -35,8 +37,13 @@ def _tool(server: McpServer, definition: dict[str, Any]) -> Tool:
     server_name, server_id, policy = server.name, server.id, server.policy
     trusted_read_only = server.policy == "never" and tool_name in (server.read_only_approved or [])
 
-    def call(ctx: ToolContext, args: OutsideInput) -> ToolResult:
+    def call(ctx: ToolContext, args: OutsideInput) -> ToolResult | Pause:
         return _call(ctx, server_id, server_name, tool_name, args.model_dump())
+
+    def answered(ctx: ToolContext, card: Card) -> ToolResult | Pause:
+        resume = card.get("resume") or {}
+        again = {"answers": answers_for(card), "request_state": resume.get("requestState")}
+        return _call(ctx, server_id, server_name, tool_name, resume.get("arguments") or {}, again)
 
     return tool(
         name=model_name(server_name, tool_name),
@@ -53,6 +60,8 @@ def _tool(server: McpServer, definition: dict[str, Any]) -> Tool:
         needs_approval_when_tainted=not trusted_read_only,
         held_always=policy == "always",
         held_details=lambda _arguments: _held_details(server_name, policy, tool_name),
+        check_response=check_card_answer,
+        on_answered=answered,
     )
 
 
@@ -65,17 +74,28 @@ def _held_details(server_name: str, policy: str, tool_name: str) -> HeldDetails:
 
 
 def _call(
-    ctx: ToolContext, server_id: int, server_name: str, tool_name: str, arguments: dict[str, Any]
-) -> ToolResult:
+    ctx: ToolContext,
+    server_id: int,
+    server_name: str,
+    tool_name: str,
+    arguments: dict[str, Any],
+    again: dict[str, Any] | None = None,
+) -> ToolResult | Pause:
+    """One call; a server that asks the person something first pauses the run on a card
+    (`again`: the answers to such a question, and the server's state to go on from)."""
     server = ctx.session.get(McpServer, server_id)
     if server is None:
         raise ToolFailure(f"The MCP server {server_name} was removed.")
     target = target_of(server, ctx.services.secrets)
     ctx.end_reads()  # no transaction is held across the call
     try:
-        answer = ctx.services.mcp.call_tool(target, tool_name, arguments)
+        answer = ctx.services.mcp.call_tool(target, tool_name, arguments, **(again or {}))
     except McpError as exc:
         raise ToolFailure(f"The MCP server {server_name} failed: {exc}") from exc
+    if "input_required" in answer:
+        if again is not None:
+            raise ToolFailure(f"The MCP server {server_name} asked again; it was not answered.")
+        return Pause(question_card(arguments, answer["input_required"]))
     source = {"mcp": server_name, "tool": tool_name}
     return ToolResult(
         _as_text(answer), is_error=bool(answer.get("is_error")), untrusted_sources=[source]

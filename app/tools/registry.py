@@ -48,6 +48,8 @@ Handler: TypeAlias = Callable[["ToolContext", Any], Outcome]
 # An approved call's handler takes the card's exact arguments.
 ApprovedHandler: TypeAlias = Callable[["ToolContext", dict[str, Any]], Outcome]
 ResponseCheck = Callable[["ToolContext", Card, Any], str | None]
+# A tool that asked mid-call goes on with the answered card (an MCP server's question).
+AnsweredHandler: TypeAlias = Callable[["ToolContext", Card], Outcome]
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -189,6 +191,7 @@ class ToolOptions(TypedDict, total=False):
     origin: str
     held_always: bool
     needs_approval_when_tainted: bool
+    on_answered: AnsweredHandler | None
 
 
 def tool(
@@ -217,6 +220,7 @@ def tool(
             "needs_approval_when_tainted", category.needs_approval_when_tainted
         ),
         held_always=options.get("held_always", False),
+        on_answered=options.get("on_answered"),
         origin=options.get("origin", ""),
         needs_approval_for=options.get("needs_approval_for"),
         held_details=options.get("held_details"),
@@ -299,6 +303,9 @@ class Tool:
     held_always: bool = False
     # The outside server it comes from (an MCP server's name); empty for our own tools.
     origin: str = ""
+    # A tool whose call asked the person mid-way (a card it made itself, `resume` on it):
+    # what goes on once they answered, in the resumed run.
+    on_answered: AnsweredHandler | None = None
     # An outside tool's check of its arguments against the server's own schema (our own
     # tools' input models check theirs).
     input_check: Callable[[dict[str, Any]], str | None] | None = None

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import sys
 
+from typing import Annotated
+
 import uvicorn
 from mcp.server import MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -22,6 +26,24 @@ def lookup_weather(city: str) -> str:
 
 
 server.add_tool(lookup_weather, title="Weather lookup")
+
+
+class Seats(BaseModel):
+    seats: int = Field(description="How many people")
+    terrace: bool = Field(description="Outside, on the terrace?")
+
+
+def ask_seats() -> Elicit[Seats]:
+    return Elicit("How many seats should I book?", Seats)
+
+
+def book_table(city: str, seats: Annotated[Seats, Resolve(ask_seats)]) -> str:
+    """Book a table; asks the person how many seats (an elicitation)."""
+    where = "on the terrace" if seats.terrace else "inside"
+    return f"Booked {seats.seats} seats in {city}, {where}."
+
+
+server.add_tool(book_table, title="Book a table")
 
 
 def _swapped(city: str) -> str:
