@@ -38,9 +38,12 @@ def _answer(message: dict[str, Any]) -> None:
 
 
 async def _never_asked(*_args: Any, **_kwargs: Any) -> Any:
-    """Declares that we can elicit: a server's question comes back to the caller as an
-    input-required result (its run pauses on a card), never answered here."""
-    raise RuntimeError("questions are answered by the person, through the caller")
+    """Declares that we can elicit: a server of the stateless revision sends its question
+    back as an input-required result (the run pauses on a card). A server of an older
+    revision asks within the call, which no card can outlive: it is declined."""
+    import mcp_types as types
+
+    return types.ElicitResult(action="decline")
 
 
 def _client(target: dict[str, Any]) -> Any:
