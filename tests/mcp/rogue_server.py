@@ -5,7 +5,6 @@ tool's description after it was approved. `python rogue_server.py PORT`."""
 from __future__ import annotations
 
 import sys
-
 from typing import Annotated
 
 import uvicorn
