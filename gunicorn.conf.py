@@ -39,9 +39,11 @@ def post_worker_init(worker):
     """Every web process sweeps for stale runs (jittered; overlap is harmless), and makes
     its model client once it serves (the SDK is imported at first use, app/llm/client.py)."""
     from app.chat.stale import StaleSweeper
+    from app.mcp.checker import McpListChecker
 
     services = worker.wsgi.extensions["services"]
     worker.stale_sweeper = StaleSweeper(
         services.database, services.hub, services.settings.stale_seconds
     ).start()
+    worker.mcp_lists = McpListChecker(services.database, services.mcp, services.secrets).start()
     services.model.connect_soon()

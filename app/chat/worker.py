@@ -85,6 +85,7 @@ def start_worker(services: RunServices, threads: int) -> None:
     """Consume runs until SIGTERM or SIGINT (what `flask worker` calls)."""
     global _services
     from app.chat.stale import StaleSweeper
+    from app.mcp.checker import McpListChecker
 
     _services = services
     logging.basicConfig(
@@ -106,8 +107,10 @@ def start_worker(services: RunServices, threads: int) -> None:
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
+    lists = McpListChecker(services.database, services.mcp, services.secrets)
     worker.start()
     sweeper.start()
+    lists.start()
     log.warning(
         "worker consuming %s with %d threads; database %s",
         services.settings.run_queue,
@@ -118,6 +121,7 @@ def start_worker(services: RunServices, threads: int) -> None:
         stopping.wait()
     finally:
         sweeper.stop()
+        lists.stop()
         worker.stop()
         broker.close()
         services.close()

@@ -21,6 +21,7 @@ from app.chat.stale import StaleSweeper, sweep
 from app.cli.mcp import mcp_group
 from app.config import PROJECT_ROOT
 from app.db import utcnow
+from app.mcp.checker import McpListChecker
 from app.reference import reference_command
 from app.workspace.seed import DEMO_EMAIL, DEMO_PASSWORD, seed_demo
 
@@ -104,12 +105,14 @@ def serve_threaded(app: Flask) -> None:
     settings = app.config["LOOPDESK"]
     services = app.extensions["services"]
     sweeper = StaleSweeper(services.database, services.hub, settings.stale_seconds).start()
+    lists = McpListChecker(services.database, services.mcp, services.secrets).start()
     services.model.connect_soon()
     try:
         # Flask refuses app.run() inside a CLI command; run_simple is what it would call.
         run_simple(settings.host, settings.port, app, threaded=True)
     finally:
         sweeper.stop()
+        lists.stop()
 
 
 @click.command("serve")
