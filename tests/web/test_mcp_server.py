@@ -5,6 +5,8 @@ what the JSON API answers (someone else's id is not found), outputs are resource
 
 from __future__ import annotations
 
+import subprocess
+
 import anyio
 import httpx2 as httpx
 import pytest
@@ -12,6 +14,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from app.config import PROJECT_ROOT
 from app.workspace.models import Output
 from tests.factories import add_offer, add_token, add_user
 from tests.fake_model import Turn, text
@@ -120,3 +123,29 @@ def test_a_browser_session_is_no_mcp_client(client, auth):
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     refused = client.post("/mcp", json=message, headers=auth.headers())
     assert refused.status_code == 401
+
+
+INSPECTOR = PROJECT_ROOT / "node_modules/@modelcontextprotocol/inspector-cli/build"
+
+
+@pytest.mark.skipif(not INSPECTOR.exists(), reason="npm ci installs inspector-cli")
+def test_the_inspector_cli_lists_and_calls_the_tools(served):
+    """The official inspector's command line (TypeScript SDK, an older revision)."""
+    app, server = served
+    ada = add_user(app, "ada@example.com")
+    offer = add_offer(app, ada, "Calm Mornings")
+    token = add_token(app, ada)[1]
+
+    def inspector(*args: str) -> str:
+        command = ["node", "index.js", f"{server.url}/mcp"]
+        command += ["--header", f"Authorization: Bearer {token}", *args]
+        # It reads its own package.json relative to the working directory.
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=INSPECTOR)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert '"name": "search_chats"' in inspector("--method", "tools/list")
+    called = inspector(
+        "--method", "tools/call", "--tool-name", "get_offer", "--tool-arg", f"offer_id={offer}"
+    )
+    assert "Calm Mornings" in called and '"isError": false' in called
