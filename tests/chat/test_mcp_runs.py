@@ -269,3 +269,41 @@ def test_a_servers_question_mid_call_is_a_card_that_resumes_the_call(app, chat, 
     assert tool_result["type"] == "tool_result" and not tool_result.get("is_error")
     assert "Booked 4 seats in Oslo, on the terrace." in json.dumps(tool_result)
     assert chat.rows(chat_id)[-1]["content"] == "Your table is booked."
+
+
+def test_a_read_only_hint_counts_only_once_approved(app, chat, fake_model):
+    """Policy `never`: a tool whose read-only claim an admin approved runs in a tainted
+    chat without a card; another tool of the same server that claims it too is held until
+    its claim is approved. Every call is billed."""
+    from app.billing.models import UsageEvent
+
+    runner = app.test_cli_runner()
+    assert _mcp(runner, "add", "clock", "--command", TIME_COMMAND, "--policy", "never")[0] == 0
+    assert _mcp(runner, "approve", "clock", "--read-only", "get_current_time")[0] == 0
+    refused = _mcp(runner, "approve", "nowhere", "--read-only", "x")
+    assert refused[0] != 0
+    now = ("mcp__clock__get_current_time", {"timezone": "UTC"})
+    convert = (
+        "mcp__clock__convert_time",
+        {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"},
+    )
+    calls = iter([now, now, convert])
+
+    def respond(body):
+        step = next(calls, None)
+        return Turn(tool_use(*step)) if step else Turn(text_block("Done."))
+
+    fake_model.responder = respond
+    chat_id = chat.new_chat()
+    run = chat.wait(chat.send(chat_id, "Times?"), timeout=60)
+
+    assert run["status"] == "awaiting", "the unapproved claim is held in the tainted chat"
+    card = chat.rows(chat_id)[-1]["card"]
+    assert card["serverTool"] == "convert_time"
+    results = _result_rows(app, chat_id)
+    assert len(results) == 2, "both approved read-only calls ran without a card"
+    with app.extensions["database"].session() as session:
+        billed = session.scalars(
+            select(UsageEvent.billable_tool_calls).where(UsageEvent.conversation_id == chat_id)
+        ).all()
+    assert sum(billed) == 2
