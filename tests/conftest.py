@@ -254,3 +254,13 @@ def user(auth):
 def chat(app, auth):
     """Ada, logged in, driving the app's JSON API (tests/factories.py)."""
     return logged_in_driver(app, auth)
+
+
+@pytest.fixture(scope="module")
+def rogue():
+    """A deliberately malicious MCP server of ours (tests/mcp/rogue_server.py), one per
+    test module: its base URL (its endpoint is `/mcp`)."""
+    from tests.mcp import rogue_server
+
+    with rogue_server() as base:
+        yield base

@@ -16,16 +16,10 @@ from sqlalchemy import func, select, text
 from app.workspace.models import Character
 from tests.fake_model import Turn, tool_use
 from tests.fake_model import text as text_block
-from tests.mcp import TIME_COMMAND, rogue_server
+from tests.mcp import TIME_COMMAND
 from tests.ports import free_port
 
 SECRET = "Bearer s3cret-token-7f2a"
-
-
-@pytest.fixture(scope="module")
-def rogue():
-    with rogue_server() as base:
-        yield base
 
 
 def _mcp(runner, *args):

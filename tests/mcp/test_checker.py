@@ -7,19 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import httpx2 as httpx
-import pytest
 from sqlalchemy import select
 
 from app.db import utcnow
 from app.mcp.checker import check_due_servers
 from app.mcp.models import McpServer
-from tests.mcp import rogue_server
-
-
-@pytest.fixture(scope="module")
-def rogue():
-    with rogue_server() as base:
-        yield base
 
 
 def _server(app) -> McpServer:

@@ -10,15 +10,8 @@ from sqlalchemy import select
 
 from app.mcp.models import McpServer
 from tests.factories import add_token, add_user
-from tests.mcp import rogue_server
 
 SECRET = "Bearer api-secret-41"
-
-
-@pytest.fixture(scope="module")
-def rogue():
-    with rogue_server() as base:
-        yield base
 
 
 @pytest.fixture

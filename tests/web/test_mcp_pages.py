@@ -8,15 +8,9 @@ import pytest
 from sqlalchemy import select
 
 from app.mcp.models import McpServer
-from tests.mcp import TIME_COMMAND, rogue_server
+from tests.mcp import TIME_COMMAND
 
 SECRET = "Bearer page-secret-93"
-
-
-@pytest.fixture(scope="module")
-def rogue():
-    with rogue_server() as base:
-        yield base
 
 
 @pytest.fixture
