@@ -12,6 +12,7 @@ from app.mcp.servers import (
     add_server,
     admin_servers,
     approve_changes,
+    approve_read_only,
     check_server,
     find_server,
     personal_servers,
@@ -83,6 +84,20 @@ def _add():
     return render_servers(status=201)
 
 
+def _trust(name: str, tool_name: str):
+    session = db_session()
+    server = find_server(session, name, _owner())
+    if server is None:
+        abort(404)
+    try:
+        approve_read_only(server, [tool_name])
+    except ServerRefused as exc:
+        session.rollback()
+        return render_servers(error=str(exc), status=400)
+    session.commit()
+    return render_servers()
+
+
 def _act(name: str, action: str):
     services, session = current_app.extensions["services"], db_session()
     server = find_server(session, name, _owner())
@@ -114,6 +129,20 @@ def add_own_mcp_server():
 def own_mcp_server_action(name: str, action: str):
     """Check one's MCP server for changed tools, approve them, or remove it."""
     return _act(name, action)
+
+
+@settings_bp.post("/mcp-servers/<name>/read-only/<tool_name>")
+@login_required
+def trust_own_mcp_tool(name: str, tool_name: str):
+    """Accept one's MCP tool's read-only claim (with the `never` policy it runs unasked)."""
+    return _trust(name, tool_name)
+
+
+@admin_bp.post("/mcp-servers/<name>/read-only/<tool_name>")
+@admin_required
+def trust_mcp_tool(name: str, tool_name: str):
+    """Accept an MCP tool's read-only claim (with the `never` policy it runs unasked)."""
+    return _trust(name, tool_name)
 
 
 @admin_bp.get("/mcp-servers")

@@ -66,6 +66,7 @@ def bobs_ids(app, auth):
             "token_id": token.id,
             "attachment_id": rows[9].id,
             "name": "bobs-tools",  # an MCP server's name (his own)
+            "tool_name": "get_current_time",
             "user_id": bob,
             "tool_use_id": "toolu_bobs_card",
             "character_id": rows[6].id,

@@ -73,3 +73,22 @@ def test_an_admin_adds_a_local_server_for_everyone(app, client, auth):
     assert added.status_code == 201, added.get_data(as_text=True)
     assert "get_current_time" in added.get_data(as_text=True)
     assert _servers(app) == [("time", None)]
+
+
+def test_a_tools_read_only_claim_is_trusted_from_the_page(app, client, auth):
+    auth.create(admin=True)
+    auth.login()
+    client.post(
+        "/admin/mcp-servers",
+        data={"name": "time", "command": TIME_COMMAND, "policy": "never"},
+        headers=auth.headers(),
+    )
+    page = client.get("/admin/mcp-servers").get_data(as_text=True)
+    assert "Trust that get_current_time only reads" in page
+    trusted = client.post(
+        "/admin/mcp-servers/time/read-only/get_current_time", headers=auth.headers()
+    ).get_data(as_text=True)
+    assert "get_current_time</code> (read-only, approved)" in trusted
+    with app.extensions["database"].session() as session:
+        server = session.scalars(select(McpServer)).one()
+        assert server.read_only_approved == ["get_current_time"]
