@@ -84,7 +84,7 @@ def test_a_tools_read_only_claim_is_trusted_from_the_page(app, client, auth):
         headers=auth.headers(),
     )
     page = client.get("/admin/mcp-servers").get_data(as_text=True)
-    assert "Trust that get_current_time only reads" in page
+    assert "trust it: that get_current_time only reads" in page
     trusted = client.post(
         "/admin/mcp-servers/time/read-only/get_current_time", headers=auth.headers()
     ).get_data(as_text=True)
