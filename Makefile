@@ -18,7 +18,7 @@ $(UV):
 
 $(VENV)/.installed: requirements.lock $(UV)
 	[ -x $(PY) ] || $(UV) venv --quiet --python $(PYTHON) $(VENV)
-	$(UV) pip sync --quiet --python $(PY) --require-hashes requirements.lock
+	$(UV) pip sync --quiet --compile-bytecode --python $(PY) --require-hashes requirements.lock
 	touch $@
 
 # htmx and its websocket extension come from the npm registry, pinned by package-lock.json,

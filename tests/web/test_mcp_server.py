@@ -6,6 +6,7 @@ what the JSON API answers (someone else's id is not found), outputs are resource
 from __future__ import annotations
 
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import httpx2 as httpx
@@ -35,11 +36,15 @@ def _session(url: str, token: str):
 
 
 def _run(url: str, token: str, work):
+    """`work` with a connected client, on an event loop of its own thread (whatever loop
+    this thread may hold)."""
+
     async def main():
         async with _session(url, token) as client:
             return await work(client)
 
-    return anyio.run(main)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, main).result(timeout=120)
 
 
 def test_the_sdk_client_reads_the_workspace_with_a_read_token(served):

@@ -9,6 +9,12 @@ import re
 
 import pytest
 import schemathesis
+
+# Imported (and so rewritten by pytest, which parses their source) while the tests are
+# collected, when no other thread runs: Python 3.11's AST constructor keeps its recursion
+# depth per interpreter, and a parse beside an import compiling in another thread (a model
+# client made in the background) failed with "AST constructor recursion depth mismatch".
+import schemathesis.specs.openapi.schemas  # noqa: F401
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
