@@ -136,12 +136,20 @@ def chat_socket(ws, conversation_id: int):
                 _refuse(ws, POLICY_VIOLATION, access.ended_message)
 
 
+# How long a refused socket waits for the client's answer to its close. Returning sooner
+# closes the connection with the client's answer unread, and the reset that follows can
+# discard our close frame before the client reads it (it then sees 1005 or 1006, without
+# the reason): seen once in CI under load with the 1 s this used to be.
+CLOSE_ANSWER_SECONDS = 5.0
+
+
 def _refuse(ws, reason: int, message: str) -> None:
     """Close a socket refused at once. The websocket's reader starts in its own thread and
     registers the connection with its selector; returning before it has run would close the
-    connection under it (EBADF in that thread). It sees the close and ends at once."""
+    connection under it (EBADF in that thread). It ends once the client answered the close
+    (at once, from any client that follows the protocol)."""
     ws.close(reason=reason, message=message)
-    ws.thread.join(timeout=1)
+    ws.thread.join(timeout=CLOSE_ANSWER_SECONDS)
 
 
 def _serve(ws, services, conversation_id: int, access: SocketAccess) -> None:
