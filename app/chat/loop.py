@@ -37,7 +37,7 @@ from app.chat.runs import approval_pending, claim_run
 from app.chat.steps import RunSteps
 from app.chat.taint import typed_urls, untrusted_sources
 from app.chat.titles import propose_title
-from app.chat.tool_calls import ToolCalls
+from app.chat.tool_calls import Settled, ToolCalls
 from app.chat.toolset import run_tools
 from app.db import utcnow
 from app.kinds import RowKind
@@ -232,7 +232,10 @@ class HostLoop:
 
     def _loop(self, opening: Opening) -> Ending:
         services, state, frames = self.services, self.state, self.frames
-        presenting = self.tools.settle_approved_call() if opening.approval_pending else False
+        settled = self.tools.settle_approved_call() if opening.approval_pending else Settled.NOTHING
+        if settled is Settled.ASKED:
+            return ending.finish(services, state, frames, RunStatus.AWAITING)
+        presenting = settled is Settled.RAN
         draft = opening.draft
         for _ in range(self.settings.max_iterations):
             turn = self.model_step(AUTO, presenting, draft)

@@ -6,6 +6,7 @@ once, and their results persisted as the rows the model and the person read. The
 from __future__ import annotations
 
 import time
+from enum import Enum
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -38,6 +39,14 @@ ONE_QUESTION = (
     "Only one question can be asked at a time; this one was not shown. "
     "Ask it again after the person answers."
 )
+
+
+class Settled(Enum):
+    """What came of settling an approved card before the model's next step."""
+
+    NOTHING = "nothing"  # no approved call was waiting
+    RAN = "ran"  # it ran: its result is shown, the model goes on presenting it
+    ASKED = "asked"  # it asked the person something: the run waits for that card
 
 
 class ToolCalls:
@@ -215,39 +224,60 @@ class ToolCalls:
                     tool_use, tool.name, tool_use.get("input"), outcome, started, coerced
                 )
                 return False
-            # What the tool showed (a dict of its own), now a card of this conversation.
-            card: Card = {
-                **outcome.card,
-                "toolUseId": tool_use["id"],
-                "tool": tool.name,
-                "status": CardStatus.AWAITING,
-            }
-            row = session.get(Message, assistant_row.id)
-            if row is None:
-                raise RunCancelled()  # deleted with its conversation
-            row.kind = RowKind.CARD
-            row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
-            index_row(session, row)  # shown from now on
-            touch_conversation(session, self.ids.conversation_id)
-            self.guard.ensure_running(session)
-            session.commit()
+            card, row = self.show_card(session, assistant_row.id, tool_use, tool, outcome)
+        self.announce_card(tool_use, tool, card, row, started, coerced)
+        return True
+
+    def show_card(
+        self, session: Session, row_id: int, tool_use: ToolUse, tool: Tool, pause: Pause
+    ) -> tuple[Card, Message]:
+        """What the tool showed (a dict of its own), now the awaited card on the turn's
+        row, committed."""
+        card: Card = {
+            **pause.card,
+            "toolUseId": tool_use["id"],
+            "tool": tool.name,
+            "status": CardStatus.AWAITING,
+        }
+        row = session.get(Message, row_id)
+        if row is None:
+            raise RunCancelled()  # deleted with its conversation
+        row.kind = RowKind.CARD
+        row.meta = {**row.meta, "awaiting": tool_use["id"], "card": card, "hidden": False}
+        index_row(session, row)  # shown from now on
+        touch_conversation(session, self.ids.conversation_id)
+        self.guard.ensure_running(session)
+        session.commit()
+        return card, row
+
+    def announce_card(
+        self,
+        tool_use: ToolUse,
+        tool: Tool,
+        card: Card,
+        row: Message,
+        started: float,
+        coerced: tuple[str, ...] = (),
+    ) -> None:
         asked = ToolResult({"card shown": card})
         self.log_tool_call(tool_use, tool.name, tool_use.get("input"), asked, started, coerced)
         self.frames.emit(ev.ToolCallCard(self.ids.run_id, tool_use["id"], tool.name, dict(card)))
         self.frames.emit(ev.RowPersisted(row_dict(row), self.ids.run_id))
-        return True
 
-    def settle_approved_call(self) -> bool:
+    def settle_approved_call(self) -> Settled:
         """A confirmation the person approved runs now, with the exact arguments on the
         card, at most once: the card is claimed (marked executed) in a short transaction
         committed before the call, which then runs with no transaction open (it may fetch
         a page or ask a model); its writes and result rows commit together afterwards. A
         run that dies in between leaves the call without a result, which the history
-        answers as dismissed (app/chat/history.py); it never runs again."""
+        answers as dismissed (app/chat/history.py); it never runs again. An approved call
+        that then asks the person something (an MCP server's question) shows that question
+        as the row's card, and the run waits for it."""
         started = time.monotonic()
-        card = self.claim_approved_card()
-        if card is None:
-            return False
+        claimed = self.claim_approved_card()
+        if claimed is None:
+            return Settled.NOTHING
+        row_id, card = claimed
         tool = self.registry.get(card["tool"])
         tool_use = {"id": card["toolUseId"], "name": card["tool"]}
         context = None
@@ -261,7 +291,11 @@ class ToolCalls:
             else:
                 context = self.tool_context(session, tool_use)
                 with stamped(session, context):
-                    outcome = self.carry_on(tool, context, card)
+                    outcome = carry_on(tool, context, card)
+                if isinstance(outcome, Pause) and not card.get("resume"):
+                    shown, row = self.show_card(session, row_id, tool_use, tool, outcome)
+                    self.announce_card(tool_use, tool, shown, row, started)
+                    return Settled.ASKED
                 result = _as_result(outcome)
             untrusted = self.state.read_untrusted(tool, result, context)
             rows = self.persist_tool_result(session, tool_use, card["tool"], result, untrusted)
@@ -277,18 +311,9 @@ class ToolCalls:
         if tool is not None and tool.billable and not result.is_error:
             self.state.billable_calls += 1
         self.emit_visible(rows)
-        return True
+        return Settled.RAN
 
-    @staticmethod
-    def carry_on(tool: Tool, context: ToolContext, card: Card) -> ToolResult | Pause:
-        """An approved call with the card's exact arguments, or a call that asked the
-        person mid-way going on with their answer."""
-        if card.get("resume"):
-            arguments = (card.get("resume") or {}).get("arguments") or {}
-            return invoke(tool, context, arguments, answered=card)
-        return invoke(tool, context, card.get("arguments") or {}, approved=True)
-
-    def claim_approved_card(self) -> Card | None:
+    def claim_approved_card(self) -> tuple[int, Card] | None:
         """The approved card, marked executed and committed so that nothing carries it out
         again (a second settler waits on the row's lock, then finds it spent); None when
         the latest card is no approved call waiting to run."""
@@ -304,7 +329,7 @@ class ToolCalls:
             row.meta = {**row.meta, "card": card}
             self.guard.ensure_running(session)
             session.commit()
-        return card
+            return row.id, card
 
     def emit_visible(self, rows: list[Message]) -> None:
         for row in rows:
@@ -324,6 +349,15 @@ class ToolCalls:
             untrusted_sources=list(self.state.sources),
             switch_phase=lambda phase: switch_phase(session, self.ids.conversation_id, phase),
         )
+
+
+def carry_on(tool: Tool, context: ToolContext, card: Card) -> ToolResult | Pause:
+    """An approved call with the card's exact arguments, or a call that asked the person
+    mid-way going on with their answer."""
+    if card.get("resume"):
+        arguments = (card.get("resume") or {}).get("arguments") or {}
+        return invoke(tool, context, arguments, answered=card)
+    return invoke(tool, context, card.get("arguments") or {}, approved=True)
 
 
 def _as_result(value: Any) -> ToolResult:

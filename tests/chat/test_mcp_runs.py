@@ -301,3 +301,34 @@ def test_a_read_only_hint_counts_only_once_approved(app, chat, fake_model):
             select(UsageEvent.billable_tool_calls).where(UsageEvent.conversation_id == chat_id)
         ).all()
     assert sum(billed) == 2
+
+
+def test_an_approved_call_that_then_asks_shows_the_question_and_resumes(
+    app, chat, fake_model, rogue
+):
+    """Policy `always` holds the call; once approved, the server asks how many seats: the
+    question replaces the approval card on the same row, and its answer finishes the call."""
+    runner = app.test_cli_runner()
+    assert _mcp(runner, "add", "tables", "--url", f"{rogue}/mcp", "--policy", "always")[0] == 0
+    fake_model.responder = _then_answer(
+        ("mcp__tables__book_table", {"city": "Oslo"}), "Your table is booked."
+    )
+    chat_id = chat.new_chat()
+    run = chat.wait(chat.send(chat_id, "Book me a table in Oslo"), timeout=30)
+    held = chat.rows(chat_id)[-1]["card"]
+    assert run["status"] == "awaiting" and held["kind"] == "confirmation"
+
+    approved = chat.answer(chat_id, held["toolUseId"], {"approved": True})
+    run = chat.wait(approved.get_json()["runId"], timeout=30)
+    assert run["status"] == "awaiting", run
+    asked = chat.rows(chat_id)[-1]["card"]
+    assert asked["kind"] == "questionnaire" and asked["toolUseId"] == held["toolUseId"]
+    assert asked["title"] == "How many seats should I book?"
+    assert len(fake_model.requests) == 1, "the model still waits"
+
+    resumed = chat.answer(chat_id, asked["toolUseId"], {"answers": {"q1": "2", "q2": False}})
+    run = chat.wait(resumed.get_json()["runId"], timeout=30)
+    assert run["status"] == "completed", run
+    tool_result = fake_model.requests[1]["messages"][-1]["content"][0]
+    assert "Booked 2 seats in Oslo, inside." in json.dumps(tool_result)
+    assert not tool_result.get("is_error")
