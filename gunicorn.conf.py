@@ -45,5 +45,7 @@ def post_worker_init(worker):
     worker.stale_sweeper = StaleSweeper(
         services.database, services.hub, services.settings.stale_seconds
     ).start()
-    worker.mcp_lists = McpListChecker(services.database, services.mcp, services.secrets).start()
+    worker.mcp_lists = McpListChecker(
+        services.database, services.mcp, services.secrets, services.settings.fetch_allow_hosts
+    ).start()
     services.model.connect_soon()

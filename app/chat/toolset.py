@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.mcp.servers import servers_for
+from app.mcp.targets import signed_in_server_ids
 from app.tools.mcp_tools import server_tools
 from app.tools.registry import Tool, ToolRegistry
 
@@ -17,8 +18,12 @@ if TYPE_CHECKING:
 
 def run_tools(session: Session, services: RunServices, user_id: int) -> ToolRegistry:
     """A run's tools: the process's own, then the pinned tools of the MCP servers this
-    person may call (the admin's and their own), read in the caller's transaction."""
-    outside = [tool for server in servers_for(session, user_id) for tool in server_tools(server)]
+    person may call (the admin's and their own; of those that ask for a sign-in, the ones
+    they signed in to), read in the caller's transaction."""
+    servers = servers_for(session, user_id)
+    signed_in = signed_in_server_ids(session, user_id) if any(s.sign_in for s in servers) else set()
+    usable = [server for server in servers if not server.sign_in or server.id in signed_in]
+    outside = [tool for server in usable for tool in server_tools(server)]
     return services.tools.extended(outside) if outside else services.tools
 
 

@@ -107,7 +107,9 @@ def start_worker(services: RunServices, threads: int) -> None:
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
-    lists = McpListChecker(services.database, services.mcp, services.secrets)
+    lists = McpListChecker(
+        services.database, services.mcp, services.secrets, services.settings.fetch_allow_hosts
+    )
     worker.start()
     sweeper.start()
     lists.start()

@@ -105,7 +105,9 @@ def serve_threaded(app: Flask) -> None:
     settings = app.config["LOOPDESK"]
     services = app.extensions["services"]
     sweeper = StaleSweeper(services.database, services.hub, settings.stale_seconds).start()
-    lists = McpListChecker(services.database, services.mcp, services.secrets).start()
+    lists = McpListChecker(
+        services.database, services.mcp, services.secrets, services.settings.fetch_allow_hosts
+    ).start()
     services.model.connect_soon()
     try:
         # Flask refuses app.run() inside a CLI command; run_simple is what it would call.

@@ -69,6 +69,12 @@ def add_command(
         except ServerRefused as exc:
             raise click.ClickException(str(exc)) from exc
         session.commit()
+        if server.sign_in:
+            click.echo(
+                f"Added {name}: it asks each person to sign in. Its tools are listed when an "
+                "admin signs in on the Settings page; each person signs in there to use them."
+            )
+            return
         click.echo(f"Added {name} with {len(server.tools)} tools (policy {policy}).")
 
 
@@ -86,7 +92,9 @@ def list_command(as_json: bool) -> None:
         click.echo("No MCP servers.")
     for view in views:
         where = view["url"] or view["command"]
-        click.echo(f"{view['name']}  {view['transport']}  {where}  policy={view['policy']}")
+        sign_in = "  asks each person to sign in" if view["sign_in"] else ""
+        line = f"{view['name']}  {view['transport']}  {where}  policy={view['policy']}{sign_in}"
+        click.echo(line)
         for tool in view["tools"]:
             marks = " (read-only, approved)" if tool["read_only_approved"] else ""
             click.echo(f"  - {tool['name']}{marks}")

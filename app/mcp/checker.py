@@ -26,8 +26,14 @@ MAX_PER_ROUND = 5
 ROUND_SECONDS = 60.0
 
 
-def check_due_servers(database: Database, client: McpClient, box: SecretBox) -> list[str]:
-    """Check the servers whose list is due; the names of those checked."""
+def check_due_servers(
+    database: Database,
+    client: McpClient,
+    box: SecretBox,
+    allow_hosts: tuple[str, ...] = (),
+) -> list[str]:
+    """Check the servers whose list is due; the names of those checked. A server that asks
+    for a sign-in is checked with its keeper's (app/mcp/targets.py), or not at all."""
     checked = []
     for server_id in _claim_due(database, utcnow()):
         with database.session() as session:
@@ -36,7 +42,7 @@ def check_due_servers(database: Database, client: McpClient, box: SecretBox) -> 
                 continue
             name = server.name
             try:
-                check_server(session, client, box, server)
+                check_server(session, client, box, server, allow_hosts)
                 session.commit()
             except ServerRefused as refused:
                 session.rollback()  # a server that is down keeps its pinned list
@@ -71,8 +77,15 @@ def _claim_due(database: Database, now: datetime) -> list[int]:
 class McpListChecker:
     """The periodic check, jittered so processes do not check in lockstep."""
 
-    def __init__(self, database: Database, client: McpClient, box: SecretBox) -> None:
+    def __init__(
+        self,
+        database: Database,
+        client: McpClient,
+        box: SecretBox,
+        allow_hosts: tuple[str, ...] = (),
+    ) -> None:
         self.database, self.client, self.box = database, client, box
+        self.allow_hosts = allow_hosts
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="mcp-lists", daemon=True)
 
@@ -86,6 +99,6 @@ class McpListChecker:
     def _loop(self) -> None:
         while not self._stop.wait(ROUND_SECONDS * random.uniform(0.8, 1.2)):
             try:
-                check_due_servers(self.database, self.client, self.box)
+                check_due_servers(self.database, self.client, self.box, self.allow_hosts)
             except Exception:
                 log.exception("MCP server lists were not checked")

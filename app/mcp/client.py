@@ -25,7 +25,17 @@ KEPT_VARIABLES = ("HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "TZ")
 
 
 class McpError(Exception):
-    """A server could not be reached or did not answer as MCP; the message says so plainly."""
+    """A server could not be reached or did not answer as MCP; the message says so plainly.
+    `grant`: the person's tokens, when the SDK refreshed them before the failure (keep
+    them: an old refresh token may no longer work)."""
+
+    def __init__(self, message: str, grant: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.grant = grant
+
+
+class SignInRequired(McpError):
+    """The server wants the person to sign in (again) before it answers."""
 
 
 @dataclass(frozen=True)
@@ -36,11 +46,22 @@ class Target:
     url: str | None = None
     command: tuple[str, ...] = ()
     headers: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # A person's sign-in (app/mcp/sign_in.py): their tokens, our registration, where the
+    # authorization server sends them back. Only ever one person's, for that person's call.
+    grant: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    # A person's own server: no request may go to an internal address but these hosts.
+    public_only: bool = False
+    allow_hosts: tuple[str, ...] = ()
 
     def wire(self) -> dict[str, Any]:
         if self.command:
             return {"command": list(self.command)}
-        return {"url": self.url, "headers": dict(self.headers)}
+        wired: dict[str, Any] = {"url": self.url, "headers": dict(self.headers)}
+        if self.grant is not None:
+            wired["grant"] = self.grant
+        if self.public_only:
+            wired.update(public_only=True, allow_hosts=list(self.allow_hosts))
+        return wired
 
 
 class _Waiter:
@@ -82,6 +103,18 @@ class McpClient:
             request.update(answers=answers, request_state=request_state)
         return self._ask({**request, "arguments": arguments}, timeout)
 
+    def start_sign_in(self, target: Target) -> dict[str, Any]:
+        """Discovery and registration, up to where the person is sent: {authorization_url,
+        state, verifier, client_info, oauth_metadata, resource, scope}, all to be sealed."""
+        return self._ask({"op": "sign_in_start", "target": target.wire()}, None)
+
+    def finish_sign_in(
+        self, target: Target, started: dict[str, Any], code: str, issuer: str | None
+    ) -> dict[str, Any]:
+        """The code exchanged: the grant {tokens, expires_at, client_info, scope}."""
+        request = {"op": "sign_in_finish", "target": target.wire(), "started": started}
+        return self._ask({**request, "code": code, "iss": issuer}, None)
+
     def _ask(self, request: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         seconds = timeout or self.timeout
         waiter = _Waiter()
@@ -103,12 +136,14 @@ class McpClient:
                 self._waiters.pop(ident, None)
             raise McpError("The server did not answer in time.")
         answer = waiter.answer or {"ok": False, "error": "The MCP bridge stopped."}
+        grant = answer.get("grant") if isinstance(answer.get("grant"), dict) else None
         if not answer.get("ok"):
-            raise McpError(str(answer.get("error") or "The server failed."))
+            failure = SignInRequired if answer.get("sign_in") else McpError
+            raise failure(str(answer.get("error") or "The server failed."), grant)
         result = answer.get("result")
         if not isinstance(result, dict):
-            raise McpError("The server's answer could not be read.")
-        return result
+            raise McpError("The server's answer could not be read.", grant)
+        return {**result, "grant": grant} if grant else result
 
     def _running(self) -> subprocess.Popen[str]:
         """The bridge, started if need be (called under the lock)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, LargeBinary, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import NEVER_REUSED_IDS, Base, utcnow
@@ -44,7 +44,31 @@ class McpServer(Base):
     checked_at: Mapped[datetime] = mapped_column(default=utcnow)
     # How long the pinned list may be used before asking the server again (its hint).
     list_ttl_seconds: Mapped[int] = mapped_column(default=300)
+    # The server asks each person to sign in (OAuth): its tools are offered to those who
+    # did, each call with the caller's own tokens (McpSignIn).
+    sign_in: Mapped[bool] = mapped_column(default=False, server_default=false())
 
     @property
     def transport(self) -> str:
         return "stdio" if self.command else "http"
+
+
+class McpSignIn(Base):
+    """One person's sign-in to one server: their tokens and our registration with its
+    authorization server, sealed (app/mcp/sealing.py). Only ever used for that person's
+    calls. While a sign-in is under way, `sealed_started` holds its PKCE verifier and
+    state, and `state_digest` finds it when the person comes back."""
+
+    __tablename__ = "mcp_sign_ins"
+    __table_args__ = (UniqueConstraint("server_id", "user_id"), NEVER_REUSED_IDS)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("mcp_servers.id", ondelete="CASCADE"), index=True
+    )
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    sealed_grant: Mapped[bytes | None] = mapped_column(LargeBinary)
+    sealed_started: Mapped[bytes | None] = mapped_column(LargeBinary)
+    state_digest: Mapped[str | None] = mapped_column(String(64), index=True)
+    started_at: Mapped[datetime | None] = mapped_column()
+    signed_in_at: Mapped[datetime | None] = mapped_column()

@@ -20,9 +20,10 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.db import utcnow
-from app.mcp.client import McpClient, McpError, Target
+from app.mcp.client import McpClient, McpError, SignInRequired, Target
 from app.mcp.models import POLICIES, McpServer
 from app.mcp.sealing import SecretBox
+from app.mcp.targets import grant_of, keep_grant, keeper_of, target_of
 
 SERVER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -71,14 +72,6 @@ def find_server(session: Session, name: str, owner_id: int | None) -> McpServer 
     return session.scalars(select(McpServer).where(McpServer.name == name, owner)).first()
 
 
-def target_of(server: McpServer, box: SecretBox) -> Target:
-    """Where to reach the server, its headers opened: for the call only, never stored."""
-    if server.command:
-        return Target(command=tuple(shlex.split(server.command)))
-    headers = box.open(server.sealed_headers) if server.sealed_headers else {}
-    return Target(url=server.url, headers=headers)
-
-
 def add_server(
     session: Session,
     client: McpClient,
@@ -95,6 +88,8 @@ def add_server(
     """A new server with its definitions pinned, added to `session` (the caller commits).
     `owner_id` None: the admin's, for everyone; only those may be a command. `check_url`
     refuses an address a person may not reach (private networks) by raising ValueError.
+    A server that answers 401 asks each person to sign in: it is added with no tools,
+    pinned at its keeper's first sign-in (app/mcp/sign_in.py).
     No transaction is held while the server is asked (on SQLite a read holds the lock)."""
     _check_name(session, name, owner_id)
     if policy not in POLICIES:
@@ -107,7 +102,7 @@ def add_server(
     else:
         target = _url_target(str(url), headers, check_url)
     _end_reads(session)
-    listed = _listed(client, target)
+    listed = _listed_or_sign_in(client, target)
     _check_name(session, name, owner_id)  # again: it may have been taken meanwhile
     server = McpServer(
         name=name,
@@ -117,10 +112,11 @@ def add_server(
         sealed_headers=box.seal(headers) if headers else None,
         header_names=sorted(headers),
         policy=policy,
-        tools=_checked_tools(name, listed["tools"]),
+        tools=_checked_tools(name, listed["tools"]) if listed else [],
         pending=[],
         read_only_approved=[],
-        list_ttl_seconds=_ttl(listed),
+        list_ttl_seconds=_ttl(listed or {}),
+        sign_in=listed is None,
     )
     session.add(server)
     session.flush()
@@ -199,6 +195,21 @@ def _listed(client: McpClient, target: Target) -> dict[str, Any]:
     return listed
 
 
+def _listed_or_sign_in(client: McpClient, target: Target) -> dict[str, Any] | None:
+    """The server's tools, or None when it asks each person to sign in (a 401 with no
+    headers of ours: with headers, a 401 means they are wrong)."""
+    try:
+        return _listed(client, target)
+    except ServerRefused as refused:
+        if not isinstance(refused.__cause__, SignInRequired):
+            raise
+        if target.headers:
+            raise ServerRefused(
+                "The server refused the headers given (401 Unauthorized): check them."
+            ) from refused
+        return None
+
+
 def _ttl(listed: dict[str, Any]) -> int:
     """The server's cache hint in seconds (0 means: ask every time), else our default."""
     hint = listed.get("ttl_ms")
@@ -252,13 +263,58 @@ def list_is_stale(server: McpServer) -> bool:
     return utcnow() >= server.checked_at + timedelta(seconds=server.list_ttl_seconds)
 
 
-def check_server(session: Session, client: McpClient, box: SecretBox, server: McpServer) -> int:
+def check_server(
+    session: Session,
+    client: McpClient,
+    box: SecretBox,
+    server: McpServer,
+    allow_hosts: tuple[str, ...] = (),
+) -> int:
     """Ask the server for its tools again; definitions that differ from the pinned ones
     wait in `pending`. Returns how many wait. A server that fails keeps its pinned list.
-    The transaction that read `server` ends before the server is asked."""
-    target = target_of(server, box)
+    A server that asks for a sign-in is asked with its keeper's (app/mcp/targets.py); its
+    first list is pinned as a new server's is. The transaction that read `server` ends
+    before the server is asked."""
+    target, keeper = _checking_target(session, box, server, allow_hosts)
     _end_reads(session)
-    listed = _listed(client, target)
+    try:
+        listed = _listed(client, target)
+    except ServerRefused as refused:
+        failed = refused.__cause__
+        if keeper is not None and isinstance(failed, McpError) and failed.grant:
+            keep_grant(session, box, server.id, keeper, failed.grant)
+            session.commit()  # the refreshed tokens outlive the failure
+        raise
+    return _compare(session, box, server, listed, keeper)
+
+
+def _checking_target(
+    session: Session, box: SecretBox, server: McpServer, allow_hosts: tuple[str, ...]
+) -> tuple[Target, int | None]:
+    if not server.sign_in:
+        return target_of(server, box, allow_hosts=allow_hosts), None
+    keeper = keeper_of(session, server)
+    grant = grant_of(session, box, server, keeper) if keeper is not None else None
+    if keeper is None or grant is None:
+        whose = "its owner" if server.owner_id is not None else "an admin"
+        raise ServerRefused(f"The server asks for a sign-in: {whose} must sign in first.")
+    return target_of(server, box, allow_hosts=allow_hosts, grant=grant), keeper
+
+
+def _compare(
+    session: Session,
+    box: SecretBox,
+    server: McpServer,
+    listed: dict[str, Any],
+    keeper: int | None,
+) -> int:
+    if keeper is not None:
+        keep_grant(session, box, server.id, keeper, listed.get("grant"))
+        if not server.tools and not server.pending:
+            server.tools = _checked_tools(server.name, listed["tools"])
+            server.checked_at = utcnow()
+            server.list_ttl_seconds = _ttl(listed)
+            return 0
     pinned = {tool["name"]: tool for tool in server.tools}
     waiting: list[dict[str, Any]] = []
     for tool in listed["tools"][: MAX_TOOLS + 1]:
@@ -304,9 +360,10 @@ def remove_server(session: Session, name: str, owner_id: int | None) -> bool:
     return True
 
 
-def server_view(server: McpServer) -> dict[str, Any]:
-    """A server as the API and the command line show it: never a header's value."""
-    return {
+def server_view(server: McpServer, signed_in: bool | None = None) -> dict[str, Any]:
+    """A server as the API and the command line show it: never a header's value, never a
+    token; `signed_in`, where it asks for a sign-in, whether the reader made theirs."""
+    view = {
         "name": server.name,
         "scope": "everyone" if server.owner_id is None else "personal",
         "transport": server.transport,
@@ -314,6 +371,7 @@ def server_view(server: McpServer) -> dict[str, Any]:
         "command": server.command,
         "headers": list(server.header_names),
         "policy": server.policy,
+        "sign_in": server.sign_in,
         "tools": [
             {
                 "name": tool["name"],
@@ -325,3 +383,6 @@ def server_view(server: McpServer) -> dict[str, Any]:
         ],
         "pending": [tool["name"] for tool in server.pending],
     }
+    if server.sign_in and signed_in is not None:
+        view["signed_in"] = signed_in
+    return view

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.mcp.client import McpError
+from app.mcp.client import McpError, SignInRequired
 from app.mcp.models import McpServer
-from app.mcp.servers import model_name, target_of
+from app.mcp.servers import model_name
+from app.mcp.targets import NotSignedIn, keep_grant, person_target
 from app.row_meta import Card, HeldDetails
 from app.tools.context import ToolContext
 from app.tools.mcp_questions import answers_for, question_card
@@ -86,12 +87,27 @@ def _call(
     server = ctx.session.get(McpServer, server_id)
     if server is None:
         raise ToolFailure(f"The MCP server {server_name} was removed.")
-    target = target_of(server, ctx.services.secrets)
+    box = ctx.services.secrets
+    try:
+        target = person_target(
+            ctx.session, box, server, ctx.user_id, ctx.settings.fetch_allow_hosts
+        )
+    except NotSignedIn as exc:
+        raise ToolFailure(str(exc)) from exc
     ctx.end_reads()  # no transaction is held across the call
     try:
         answer = ctx.services.mcp.call_tool(target, tool_name, arguments, **(again or {}))
     except McpError as exc:
+        if exc.grant:  # refreshed before the failure: kept, though the call's writes are not
+            keep_grant(ctx.session, box, server_id, ctx.user_id, exc.grant)
+            ctx.session.commit()
+        if isinstance(exc, SignInRequired):
+            raise ToolFailure(
+                f"The MCP server {server_name} asks the person to sign in again on the "
+                "Settings page (MCP servers → Sign in); until then its tools cannot be used."
+            ) from exc
         raise ToolFailure(f"The MCP server {server_name} failed: {exc}") from exc
+    keep_grant(ctx.session, box, server_id, ctx.user_id, answer.get("grant"))
     if "input_required" in answer:
         if again is not None:
             raise ToolFailure(f"The MCP server {server_name} asked again; it was not answered.")

@@ -15,14 +15,13 @@ from app.mcp.servers import (
     NameTaken,
     ServerRefused,
     add_server,
-    admin_servers,
     approve_changes,
     approve_read_only,
     check_server,
     find_server,
-    personal_servers,
     server_view,
 )
+from app.mcp.sign_in import views_for
 from app.net.fetch import FetchError, check_public_address
 from app.web.admin import admin_required
 from app.web.api import body_of
@@ -52,9 +51,9 @@ def _public_only(url: str) -> None:
 
 
 def _list(owner_id: int | None):
-    session = db_session()
-    servers = admin_servers(session) if owner_id is None else personal_servers(session, owner_id)
-    return jsonify({"servers": [server_view(server) for server in servers]})
+    return jsonify(
+        {"servers": views_for(db_session(), current_user.id, owner_id is None)["servers"]}
+    )
 
 
 def _add(owner_id: int | None):
@@ -98,7 +97,9 @@ def _check(name: str, owner_id: int | None):
     services, session = _services(), db_session()
     server = _server(name, owner_id)
     try:
-        check_server(session, services.mcp, services.secrets, server)
+        check_server(
+            session, services.mcp, services.secrets, server, services.settings.fetch_allow_hosts
+        )
     except ServerRefused as exc:
         session.rollback()
         raise _refused(exc) from None

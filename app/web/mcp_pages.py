@@ -4,20 +4,28 @@ rules are app/mcp/servers.py's, as for the JSON API and the command line."""
 
 from __future__ import annotations
 
-from flask import abort, current_app, render_template, request
+from flask import (
+    abort,
+    current_app,
+    flash,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from flask_login import current_user, login_required
 
+from app.mcp.models import McpServer
 from app.mcp.servers import (
     ServerRefused,
     add_server,
-    admin_servers,
     approve_changes,
     approve_read_only,
     check_server,
     find_server,
-    personal_servers,
-    server_view,
 )
+from app.mcp.sign_in import finish_sign_in, sign_out, start_sign_in, views_for
 from app.net.fetch import FetchError, check_public_address
 from app.web.admin import admin_required
 from app.web.admin import bp as admin_bp
@@ -43,13 +51,11 @@ def _public_only(url: str) -> None:
 
 
 def _context(form: McpServerForm | None = None, error: str = "") -> dict:
-    owner = _owner()
-    session = db_session()
-    servers = admin_servers(session) if owner is None else personal_servers(session, owner)
+    views = views_for(db_session(), current_user.id, _admin_scope())
     return {
-        "servers": [server_view(server) for server in servers],
+        **views,
         "mcp_form": form or McpServerForm(formdata=None),
-        "admin_scope": owner is None,
+        "admin_scope": _admin_scope(),
         "mcp_error": error,
     }
 
@@ -84,6 +90,91 @@ def _add():
     return render_servers(status=201)
 
 
+def _visible_server(name: str) -> McpServer:
+    """A server the person may sign in to (theirs, or everyone's), else 404. Names do not
+    clash between the two, so the name alone says which."""
+    session = db_session()
+    server = find_server(session, name, current_user.id) or find_server(session, name, None)
+    if server is None:
+        abort(404)
+    return server
+
+
+@settings_bp.post("/mcp-servers/<name>/sign-in")
+@login_required
+def sign_in_mcp_server(name: str):
+    """Start one's own sign-in to an MCP server that asks for one: the browser goes to
+    the server's authorization page and comes back to /settings/mcp-servers/signed-in."""
+    services, session = current_app.extensions["services"], db_session()
+    server = _visible_server(name)
+    try:
+        url = start_sign_in(
+            session,
+            services.mcp,
+            services.secrets,
+            server,
+            current_user,
+            redirect_uri=url_for("settings.mcp_signed_in", _external=True),
+            allow_hosts=services.settings.fetch_allow_hosts,
+        )
+    except ServerRefused as exc:
+        session.rollback()
+        return render_servers(error=str(exc), status=400)
+    session.commit()
+    if request.headers.get("HX-Request"):
+        # A full navigation: the form's own redirect would be held by `form-action 'self'`.
+        response = make_response("", 204)
+        response.headers["HX-Redirect"] = url
+        return response
+    return redirect(url, 303)
+
+
+@settings_bp.get("/mcp-servers/signed-in")
+@login_required
+def mcp_signed_in():
+    """Where a server's authorization page sends the person back (with a code and the
+    state their sign-in began with); then back to Settings, saying how it went."""
+    services, session = current_app.extensions["services"], db_session()
+    if request.args.get("error"):
+        flash(f"The sign-in was not completed ({request.args['error'][:80]}).")
+        return redirect(url_for("settings.page", _anchor="mcp-heading"), 303)
+    try:
+        server = finish_sign_in(
+            session,
+            services.mcp,
+            services.secrets,
+            current_user,
+            state=request.args.get("state", ""),
+            code=request.args.get("code", ""),
+            issuer=request.args.get("iss"),
+            allow_hosts=services.settings.fetch_allow_hosts,
+        )
+    except ServerRefused as exc:
+        session.rollback()
+        flash(str(exc))
+        return redirect(url_for("settings.page", _anchor="mcp-heading"), 303)
+    flash(f"Signed in to {server.name}.{_tools_note(server)}")
+    return redirect(url_for("settings.page", _anchor="mcp-heading"), 303)
+
+
+def _tools_note(server: McpServer) -> str:
+    if server.tools:
+        return ""
+    if server.owner_id is None:
+        return " Its tools join the chats once an admin has signed in too (an admin pins them)."
+    return " Its tools could not be listed yet: use Check for changes."
+
+
+@settings_bp.post("/mcp-servers/<name>/sign-out")
+@login_required
+def sign_out_mcp_server(name: str):
+    """Forget one's own sign-in to an MCP server (its tools leave one's chats)."""
+    session = db_session()
+    sign_out(session, _visible_server(name), current_user)
+    session.commit()
+    return render_servers()
+
+
 def _trust(name: str, tool_name: str):
     session = db_session()
     server = find_server(session, name, _owner())
@@ -105,7 +196,13 @@ def _act(name: str, action: str):
         abort(404)
     try:
         if action == "check":
-            check_server(session, services.mcp, services.secrets, server)
+            check_server(
+                session,
+                services.mcp,
+                services.secrets,
+                server,
+                services.settings.fetch_allow_hosts,
+            )
         elif action == "approve":
             approve_changes(server)
         else:

@@ -29,7 +29,7 @@ from sqlalchemy import select
 from app.accounts.models import ApiToken, User, end_sessions
 from app.chat.provenance import untrusted_facts
 from app.db import utcnow
-from app.mcp.servers import personal_servers, server_view
+from app.mcp.sign_in import views_for
 from app.memory.models import MemoryChange, UserMemory
 from app.memory.store import (
     MAX_FACT_CHARS,
@@ -284,7 +284,7 @@ def _settings_page(status: int = 200, **overrides):
         "confirm": ConfirmForm(),
         "password_form": PasswordChangeForm(formdata=None),
         "password_changed": False,
-        "servers": [server_view(s) for s in personal_servers(db_session(), current_user.id)],
+        **views_for(db_session(), current_user.id, admin_scope=False),
         "mcp_form": McpServerForm(formdata=None),
         "admin_scope": False,
         "mcp_error": "",

@@ -474,6 +474,13 @@ class McpServerOut(BaseModel):
     policy: str
     tools: list[McpToolOut]
     pending: list[str] = Field(description="Tools whose changed definition waits for approval")
+    sign_in: bool = Field(
+        description="It asks each person to sign in (OAuth); its tools are offered to those "
+        "who did, each call with their own tokens (sign in on the Settings page)"
+    )
+    signed_in: bool | None = Field(
+        None, description="Where it asks for a sign-in: whether the caller signed in"
+    )
 
 
 class McpServersOut(BaseModel):

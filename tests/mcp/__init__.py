@@ -1,4 +1,5 @@
-"""MCP servers for the tests: a deliberately malicious one of ours (rogue_server.py)."""
+"""MCP servers for the tests: a deliberately malicious one of ours (rogue_server.py) and one
+that asks each person to sign in (gatekeeper_server.py)."""
 
 from __future__ import annotations
 
@@ -17,21 +18,37 @@ ROGUE = Path(__file__).with_name("rogue_server.py")
 TIME_COMMAND = "mcp-server-time --local-timezone UTC"
 
 
+GATEKEEPER = Path(__file__).with_name("gatekeeper_server.py")
+
+
 @contextmanager
 def rogue_server() -> Iterator[str]:
     """The rogue server's base URL (its MCP endpoint is `/mcp`), stopped afterwards."""
+    with _serving(ROGUE, "/seen") as base:
+        yield base
+
+
+@contextmanager
+def gatekeeper_server() -> Iterator[str]:
+    """The sign-in server's base URL (its MCP endpoint is `/mcp`), stopped afterwards."""
+    with _serving(GATEKEEPER, "/log") as base:
+        yield base
+
+
+@contextmanager
+def _serving(script: Path, probe: str) -> Iterator[str]:
     port = free_port()
-    process = subprocess.Popen([sys.executable, str(ROGUE), str(port)])
+    process = subprocess.Popen([sys.executable, str(script), str(port)])
     base = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
         try:
-            return httpx.get(f"{base}/seen", timeout=1).status_code == 200
+            return httpx.get(f"{base}{probe}", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
     try:
-        eventually(up, 20, "the rogue MCP server to listen")
+        eventually(up, 20, f"the MCP server {script.name} to listen")
         yield base
     finally:
         process.kill()
