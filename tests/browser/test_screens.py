@@ -27,7 +27,8 @@ SCREENS = {"phone": PHONE, "desktop": DESKTOP, "small-phone": SMALL_PHONE}
 
 
 def _mcp_servers(user_id: int) -> list:
-    """An admin's server with a change waiting, and one of Ada's own with a header."""
+    """An admin's server with a change waiting, one of Ada's own with a header, and an
+    admin's that asks each person to sign in (Settings offers Ada its Sign in button)."""
     from app.mcp.models import McpServer
 
     tool = {
@@ -53,6 +54,7 @@ def _mcp_servers(user_id: int) -> list:
             header_names=["Authorization"],
             tools=[tool],
         ),
+        McpServer(name="crm", url="https://crm.example.com/mcp", sign_in=True, tools=[tool]),
     ]
 
 
