@@ -1,6 +1,7 @@
 """Every model, imported once so Alembic and the tests see the whole schema."""
 
 from app.accounts.models import ApiToken, User
+from app.accounts.project_models import Project, ProjectInvitation, ProjectMember
 from app.agents.models import Guideline, GuidelineChange
 from app.billing.models import UsageEvent
 from app.chat.models import Conversation, Message, Run, RunLogEntry
@@ -34,6 +35,9 @@ __all__ = [
     "Offer",
     "Output",
     "Persona",
+    "Project",
+    "ProjectInvitation",
+    "ProjectMember",
     "Run",
     "RunLogEntry",
     "UsageEvent",

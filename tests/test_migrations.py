@@ -302,3 +302,101 @@ def test_rows_indexed_before_are_indexed_again_by_what_a_person_reads(make_app):
     with database.session() as session:
         assert search(session, user_id, "assets").hits == []
         assert [h.sequence for h in search(session, user_id, "sundae").hits] == [1]
+
+
+BEFORE_PROJECTS = "a3485b2c9bed"  # the revision before projects
+
+
+def test_projects_migration_puts_every_row_in_its_makers_personal_project(make_app):
+    """5b88ec68b1b3: each person gets a personal project they own, and their chats and
+    workspace rows move into it, every row kept."""
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade(revision=BEFORE_PROJECTS)
+    engine = app.extensions["database"].engine
+    now = {"now": "2026-12-01 10:00:00"}
+    tables = ("offers", "personas", "visual_assets", "outputs", "characters", "campaigns")
+    with engine.begin() as connection:
+
+        def insert(sql: str, **values) -> int:
+            return connection.execute(text(sql + " RETURNING id"), {**now, **values}).scalar()
+
+        people = {}
+        for email in ("ada@example.com", "bob@example.com"):
+            user = insert(
+                "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+                " VALUES (:email, 'x', '', false, :now)",
+                email=email,
+            )
+            people[email] = user
+            insert(
+                "INSERT INTO conversations (user_id, title, status, tool_phase,"
+                " summarized_up_to_sequence, created_at, updated_at)"
+                " VALUES (:user, 'Plan', 'IDLE', 'discovery', 0, :now, :now)",
+                user=user,
+            )
+            insert(
+                "INSERT INTO offers (user_id, name, description, audience, price,"
+                " brand_colors, created_at, updated_at)"
+                " VALUES (:user, 'Offer', '', '', '', '[]', :now, :now)",
+                user=user,
+            )
+            insert(
+                "INSERT INTO personas (user_id, name, description, pains, goals, created_at,"
+                " updated_at) VALUES (:user, 'P', '', '', '', :now, :now)",
+                user=user,
+            )
+            insert(
+                "INSERT INTO visual_assets (user_id, kind, title, prompt, preset, content_type,"
+                " meta, created_at) VALUES (:user, 'image', 'A', '', '', 'image/png', '{}', :now)",
+                user=user,
+            )
+            insert(
+                "INSERT INTO outputs (user_id, agent, title, content, created_at)"
+                " VALUES (:user, 'quiz', 'Q', '{}', :now)",
+                user=user,
+            )
+            insert(
+                "INSERT INTO characters (user_id, name, description, created_at)"
+                " VALUES (:user, 'C', '', :now)",
+                user=user,
+            )
+            insert(
+                "INSERT INTO campaigns (user_id, name, status, briefing, created_at, updated_at)"
+                " VALUES (:user, 'C', 'draft', '{}', :now, :now)",
+                user=user,
+            )
+    with app.app_context():
+        upgrade()
+    with engine.connect() as connection:
+        personal = dict(
+            connection.execute(
+                text(
+                    "SELECT m.user_id, p.id FROM projects p JOIN project_members m"
+                    " ON m.project_id = p.id WHERE m.role = 'owner'"
+                    " AND p.personal_user_id = m.user_id AND p.name = 'Personal'"
+                )
+            ).all()
+        )
+        assert set(personal) == set(people.values())
+        for table in (*tables, "conversations"):
+            rows = connection.execute(text(f"SELECT user_id, project_id FROM {table}")).all()
+            assert len(rows) == 2, table
+            assert all(project == personal[user] for user, project in rows), table
+        if engine.dialect.name == "sqlite":
+            ddl = connection.execute(
+                text("SELECT sql FROM sqlite_master WHERE name = 'offers'")
+            ).scalar()
+            assert "AUTOINCREMENT" in ddl
+    from app.accounts.models import User
+    from tests.factories import PASSWORD, AuthActions
+
+    with app.extensions["database"].session() as session:
+        session.get(User, people["ada@example.com"]).set_password(PASSWORD)
+        session.commit()
+    auth = AuthActions(app, app.test_client())
+    auth.login("ada@example.com")
+    offers = auth.client.get("/api/offers").get_json()["items"]
+    assert [offer["name"] for offer in offers] == ["Offer"]  # hers, as before

@@ -15,10 +15,12 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     event,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.accounts.project_models import in_personal_project_by_default
 from app.chat import search_index
 from app.db import NEVER_REUSED_IDS, Base, utcnow
 
@@ -60,6 +62,14 @@ class Conversation(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # The project whose workspace the host reads and writes (app/accounts/projects.py);
+    # only its owner (user_id) sees the chat, and only while a member of the project.
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
+    # Whether the project was chosen (at creation, by PATCH or the select_project card);
+    # until then a person in several projects may be asked which one.
+    project_chosen: Mapped[bool] = mapped_column(default=False, server_default=false())
     title: Mapped[str] = mapped_column(String(120), default="New chat")
     title_source: Mapped[str] = mapped_column(
         String(16), default=TITLE_DEFAULT, server_default=TITLE_DEFAULT
@@ -150,6 +160,9 @@ class RunLogEntry(Base):
     at: Mapped[datetime] = mapped_column(default=utcnow)
     kind: Mapped[str] = mapped_column(String(32))
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+in_personal_project_by_default(Conversation)
 
 
 @event.listens_for(Message.__table__, "after_create")

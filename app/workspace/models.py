@@ -8,11 +8,18 @@ from typing import Any
 from sqlalchemy import ForeignKey, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.accounts.project_models import in_personal_project_by_default
 from app.db import NEVER_REUSED_IDS, Base, utcnow
 
 
 def _owner() -> Mapped[int]:
     return mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+
+
+def _project() -> Mapped[int]:
+    """The project whose workspace holds it (app/accounts/project_models.py); `user_id`
+    is who made it."""
+    return mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
 
 
 def _optional_offer() -> Mapped[int | None]:
@@ -25,6 +32,7 @@ class Offer(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
+    project_id: Mapped[int] = _project()
     name: Mapped[str] = mapped_column(String(120))
     description: Mapped[str] = mapped_column(Text, default="")
     audience: Mapped[str] = mapped_column(Text, default="")
@@ -51,6 +59,7 @@ class Persona(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
+    project_id: Mapped[int] = _project()
     offer_id: Mapped[int | None] = _optional_offer()
     name: Mapped[str] = mapped_column(String(120))
     description: Mapped[str] = mapped_column(Text, default="")
@@ -66,6 +75,7 @@ class VisualAsset(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
+    project_id: Mapped[int] = _project()
     offer_id: Mapped[int | None] = _optional_offer()
     kind: Mapped[str] = mapped_column(String(16), default="image")
     title: Mapped[str] = mapped_column(String(200))
@@ -94,6 +104,7 @@ class Output(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
+    project_id: Mapped[int] = _project()
     offer_id: Mapped[int | None] = _optional_offer()
     conversation_id: Mapped[int | None] = mapped_column(
         ForeignKey("conversations.id", ondelete="SET NULL"), index=True
@@ -113,6 +124,7 @@ class Character(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
+    project_id: Mapped[int] = _project()
     persona_id: Mapped[int | None] = mapped_column(
         ForeignKey("personas.id", ondelete="SET NULL"), index=True
     )
@@ -133,6 +145,7 @@ class Campaign(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = _owner()
+    project_id: Mapped[int] = _project()
     offer_id: Mapped[int | None] = _optional_offer()
     name: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(24), default="draft")
@@ -178,3 +191,7 @@ class Attachment(Base):
     # order it against rows written at the same moment).
     after_sequence: Mapped[int] = mapped_column(default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+for _model in (Offer, Persona, VisualAsset, Output, Character, Campaign):
+    in_personal_project_by_default(_model)

@@ -1,0 +1,305 @@
+"""Who may do what in a project, in one place (docs/security.md, "Projects").
+
+Actions: `read` (see the workspace, chat without writes), `write` (change the workspace:
+offers, personas, outputs, assets, characters, campaigns), `manage` (members, name,
+delete). A person who is not a member gets the same answer as for a project that does
+not exist (ProjectRefused 404); a member whose role does not allow the action, 403."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.accounts.models import User
+from app.accounts.project_models import (
+    EDITOR,
+    OWNER,
+    ROLES,
+    VIEWER,
+    Project,
+    ProjectInvitation,
+    ProjectMember,
+)
+from app.db import utcnow
+from app.error_codes import ErrorCode
+
+READ, WRITE, MANAGE = "read", "write", "manage"
+ALLOWED: dict[str, frozenset[str]] = {
+    OWNER: frozenset({READ, WRITE, MANAGE}),
+    EDITOR: frozenset({READ, WRITE}),
+    VIEWER: frozenset({READ}),
+}
+PERSONAL_NAME = "Personal"
+NAME_MAX = 80
+INVITATION_DAYS = 7
+
+
+class ProjectRefused(Exception):
+    """A refusal the API answers as it is: `status` 400, 403, 404 or 409."""
+
+    def __init__(self, status: int, message: str, code: ErrorCode, field: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.field = field
+
+
+def not_found() -> ProjectRefused:
+    return ProjectRefused(404, "Not found.", ErrorCode.NOT_FOUND)
+
+
+def role_refusal(role: str) -> str:
+    return f"Your role in this project ({role}) does not allow changes."
+
+
+def allows(role: str | None, action: str) -> bool:
+    return role is not None and action in ALLOWED.get(role, frozenset())
+
+
+def membership(session: Session, user_id: int, project_id: int) -> str | None:
+    """`user_id`'s role in the project, or None when they are not a member."""
+    return session.scalar(
+        select(ProjectMember.role).where(
+            ProjectMember.user_id == user_id, ProjectMember.project_id == project_id
+        )
+    )
+
+
+def require(session: Session, user_id: int, project_id: int | None, action: str) -> str:
+    """The caller's role when it allows `action`; else ProjectRefused (404 for a
+    non-member or no such project, 403 for a role that does not allow it)."""
+    role = None if project_id is None else membership(session, user_id, project_id)
+    if role is None:
+        raise not_found()
+    if not allows(role, action):
+        message = role_refusal(role) if action == WRITE else "Only the project's owners may."
+        raise ProjectRefused(403, message, ErrorCode.FORBIDDEN)
+    return role
+
+
+def personal_project_id(session: Session, user_id: int) -> int:
+    found = session.scalar(select(Project.id).where(Project.personal_user_id == user_id))
+    if found is None:  # an account made before projects, outside the migration (tests)
+        return create_personal_project(session, user_id).id
+    return found
+
+
+def create_personal_project(session: Session, user_id: int) -> Project:
+    project = Project(name=PERSONAL_NAME, personal_user_id=user_id)
+    session.add(project)
+    session.flush()
+    session.add(ProjectMember(project_id=project.id, user_id=user_id, role=OWNER))
+    session.flush()
+    return project
+
+
+def member_project_ids(session: Session, user_id: int) -> list[int]:
+    return list(
+        session.scalars(select(ProjectMember.project_id).where(ProjectMember.user_id == user_id))
+    )
+
+
+def projects_of(session: Session, user_id: int) -> list[tuple[Project, str]]:
+    """The person's projects with their role: the personal one first, then by name."""
+    rows = session.execute(
+        select(Project, ProjectMember.role)
+        .join(ProjectMember, ProjectMember.project_id == Project.id)
+        .where(ProjectMember.user_id == user_id)
+        .order_by(Project.personal_user_id.is_(None), func.lower(Project.name), Project.id)
+    ).all()
+    return [(project, role) for project, role in rows]
+
+
+def clean_name(name: object) -> str:
+    if not isinstance(name, str) or not 1 <= len(name.strip()) <= NAME_MAX:
+        raise ProjectRefused(
+            400,
+            f"'name' must be 1 to {NAME_MAX} characters.",
+            ErrorCode.INVALID_FIELD,
+            field="name",
+        )
+    return name.strip()
+
+
+def clean_role(role: object) -> str:
+    if role not in ROLES:
+        raise ProjectRefused(
+            400,
+            f"'role' must be one of {', '.join(ROLES)}.",
+            ErrorCode.INVALID_FIELD,
+            field="role",
+        )
+    return str(role)
+
+
+def create_project(session: Session, user_id: int, name: object) -> Project:
+    project = Project(name=clean_name(name))
+    session.add(project)
+    session.flush()
+    session.add(ProjectMember(project_id=project.id, user_id=user_id, role=OWNER))
+    session.flush()
+    return project
+
+
+def members_of(session: Session, project_id: int) -> list[tuple[ProjectMember, User]]:
+    rows = session.execute(
+        select(ProjectMember, User)
+        .join(User, User.id == ProjectMember.user_id)
+        .where(ProjectMember.project_id == project_id)
+        .order_by(ProjectMember.id)
+    ).all()
+    return [(member, user) for member, user in rows]
+
+
+def _owners(session: Session, project_id: int) -> int:
+    return session.scalar(  # type: ignore[return-value]  # a count is never NULL
+        select(func.count())
+        .select_from(ProjectMember)
+        .where(ProjectMember.project_id == project_id, ProjectMember.role == OWNER)
+    )
+
+
+def _member_row(session: Session, project_id: int, user_id: int) -> ProjectMember:
+    found = session.scalar(
+        select(ProjectMember).where(
+            ProjectMember.project_id == project_id, ProjectMember.user_id == user_id
+        )
+    )
+    if found is None:
+        raise not_found()
+    return found
+
+
+def _refuse_if_last_owner(session: Session, member: ProjectMember, what: str) -> None:
+    if member.role == OWNER and _owners(session, member.project_id) <= 1:
+        raise ProjectRefused(
+            409, f"A project keeps at least one owner: {what}.", ErrorCode.CONFLICT
+        )
+
+
+def change_role(session: Session, project_id: int, user_id: int, role: object) -> ProjectMember:
+    member = _member_row(session, project_id, user_id)
+    new_role = clean_role(role)
+    if new_role != OWNER:
+        _refuse_if_last_owner(session, member, "make another member an owner first")
+    member.role = new_role
+    session.flush()
+    return member
+
+
+def remove_member(session: Session, project_id: int, user_id: int) -> None:
+    member = _member_row(session, project_id, user_id)
+    project = session.get(Project, project_id)
+    if project is not None and project.personal_user_id == user_id:
+        raise ProjectRefused(
+            409, "A personal project's owner cannot be removed from it.", ErrorCode.CONFLICT
+        )
+    _refuse_if_last_owner(session, member, "make another member an owner first")
+    session.delete(member)
+    session.flush()
+
+
+@dataclass(frozen=True)
+class Added:
+    """What adding a member by address did: a member added (an account exists), or an
+    invitation made, with its raw token (shown once, to the owner who made it)."""
+
+    member: ProjectMember | None = None
+    invitation: ProjectInvitation | None = None
+    token: str = ""
+
+
+def add_member(
+    session: Session, project_id: int, inviter_id: int, email: object, role: object
+) -> Added:
+    if not isinstance(email, str) or "@" not in email or len(email.strip()) > 254:
+        raise ProjectRefused(
+            400, "'email' must be an email address.", ErrorCode.INVALID_FIELD, field="email"
+        )
+    address = User.normalize_email(email)
+    new_role = clean_role(role)
+    project = session.get(Project, project_id)
+    if project is None:
+        raise not_found()
+    if project.personal:
+        raise ProjectRefused(
+            409,
+            "A personal project has no other members: make a project to share.",
+            ErrorCode.CONFLICT,
+        )
+    user = session.scalar(select(User).where(User.email == address))
+    if user is not None:
+        if membership(session, user.id, project_id) is not None:
+            raise ProjectRefused(409, "That person is a member already.", ErrorCode.CONFLICT)
+        member = ProjectMember(project_id=project_id, user_id=user.id, role=new_role)
+        session.add(member)
+        session.flush()
+        return Added(member=member)
+    token = secrets.token_urlsafe(32)
+    invitation = ProjectInvitation(
+        project_id=project_id,
+        email=address,
+        role=new_role,
+        token_digest=token_digest(token),
+        invited_by_id=inviter_id,
+        expires_at=utcnow() + timedelta(days=INVITATION_DAYS),
+    )
+    session.add(invitation)
+    session.flush()
+    return Added(invitation=invitation, token=token)
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def open_invitations(session: Session, email: str, now: datetime | None = None) -> list[Any]:
+    """The unaccepted, unexpired invitations to `email`, with their project."""
+    rows = session.execute(
+        select(ProjectInvitation, Project)
+        .join(Project, Project.id == ProjectInvitation.project_id)
+        .where(
+            ProjectInvitation.email == User.normalize_email(email),
+            ProjectInvitation.accepted_at.is_(None),
+            ProjectInvitation.expires_at > (now or utcnow()),
+        )
+        .order_by(ProjectInvitation.id)
+    ).all()
+    return [(invitation, project) for invitation, project in rows]
+
+
+def accept_invitation(session: Session, user: User, token: object) -> ProjectMember:
+    """Accept the invitation whose token this is, as `user` (only the invited address's
+    account may). 404 for an unknown token, another address's or an expired one; 409
+    for one used already (or when the person became a member meanwhile)."""
+    if not isinstance(token, str) or not 1 <= len(token) <= 200:
+        raise ProjectRefused(
+            400, "'token' must be an invitation's token.", ErrorCode.INVALID_FIELD, field="token"
+        )
+    invitation = session.scalar(
+        select(ProjectInvitation)
+        .where(ProjectInvitation.token_digest == token_digest(token))
+        .with_for_update()
+    )
+    if (
+        invitation is None
+        or invitation.email != User.normalize_email(user.email)
+        or invitation.expires_at <= utcnow()
+    ):
+        raise not_found()
+    if invitation.accepted_at is not None:
+        raise ProjectRefused(409, "That invitation was used already.", ErrorCode.CONFLICT)
+    if membership(session, user.id, invitation.project_id) is not None:
+        raise ProjectRefused(409, "You are a member already.", ErrorCode.CONFLICT)
+    invitation.accepted_at = utcnow()
+    member = ProjectMember(project_id=invitation.project_id, user_id=user.id, role=invitation.role)
+    session.add(member)
+    session.flush()
+    return member
