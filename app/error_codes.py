@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "UNAUTHORIZED"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
     FORBIDDEN = "FORBIDDEN"
+    PROJECT_ROLE = "PROJECT_ROLE"
     INSUFFICIENT_SCOPE = "INSUFFICIENT_SCOPE"
     SESSION_REQUIRED = "SESSION_REQUIRED"
     NOT_FOUND = "NOT_FOUND"
@@ -95,6 +96,11 @@ MEANINGS: dict[ErrorCode, Meaning] = {
     ErrorCode.UNAUTHORIZED: Meaning((401,), "No session and no valid bearer token."),
     ErrorCode.QUOTA_EXCEEDED: Meaning((402,), "This month's credit allowance is used up."),
     ErrorCode.FORBIDDEN: Meaning((403,), "Only an admin may do this."),
+    ErrorCode.PROJECT_ROLE: Meaning(
+        (403,),
+        "Your role in the project does not allow this: a viewer changing its workspace, "
+        "or someone but an owner managing its members, name or deletion.",
+    ),
     ErrorCode.INSUFFICIENT_SCOPE: Meaning(
         (403,), "The bearer token lacks the scope this needs (`read`, `chat` or `admin`)."
     ),

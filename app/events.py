@@ -136,11 +136,13 @@ class AccessEnded:
     Published to the person (every process's sockets of theirs get it), never sent to a
     client. `generation`: session cookies issued under an earlier generation end (logout,
     a new password, "log out everywhere"); `token_id`: that bearer token was revoked;
-    `everything`: the person was deleted."""
+    `everything`: the person was deleted; `project_id`: they left that project (removed
+    by an owner, or it was deleted), so their sockets on its chats close."""
 
     generation: int | None = None
     token_id: int | None = None
     everything: bool = False
+    project_id: int | None = None
     kind: Literal["accessEnded"] = "accessEnded"
 
 

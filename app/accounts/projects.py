@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import User
@@ -80,7 +80,7 @@ def require(session: Session, user_id: int, project_id: int | None, action: str)
         raise not_found()
     if not allows(role, action):
         message = role_refusal(role) if action == WRITE else "Only the project's owners may."
-        raise ProjectRefused(403, message, ErrorCode.FORBIDDEN)
+        raise ProjectRefused(403, message, ErrorCode.PROJECT_ROLE)
     return role
 
 
@@ -100,6 +100,18 @@ def create_personal_project(session: Session, user_id: int) -> Project:
     return project
 
 
+def member_projects(user_id: int) -> Select[Any]:
+    """The ids of the person's projects, as a subquery (`X.project_id.in_(...)`)."""
+    return select(ProjectMember.project_id).where(ProjectMember.user_id == user_id)
+
+
+def owned_projects(user_id: int) -> Select[Any]:
+    """The ids of the projects the person owns, as a subquery."""
+    return select(ProjectMember.project_id).where(
+        ProjectMember.user_id == user_id, ProjectMember.role == OWNER
+    )
+
+
 def member_project_ids(session: Session, user_id: int) -> list[int]:
     return list(
         session.scalars(select(ProjectMember.project_id).where(ProjectMember.user_id == user_id))
@@ -115,6 +127,22 @@ def projects_of(session: Session, user_id: int) -> list[tuple[Project, str]]:
         .order_by(Project.personal_user_id.is_(None), func.lower(Project.name), Project.id)
     ).all()
     return [(project, role) for project, role in rows]
+
+
+def project_note(session: Session, user_id: int, project_id: int) -> str:
+    """What the host's system prompt says of the chat's project: nothing for a person
+    whose only project is their personal one (today's prompt), else its name and role."""
+    projects = projects_of(session, user_id)
+    if len(projects) <= 1:
+        return ""
+    for project, role in projects:
+        if project.id == project_id:
+            name = "your personal project" if project.personal else f'the project "{project.name}"'
+            note = f"## Project\nThis chat works in {name}; your role there is {role}."
+            if not allows(role, WRITE):
+                note += " Its workspace can be read but not changed from this chat."
+            return note
+    return ""
 
 
 def clean_name(name: object) -> str:

@@ -122,6 +122,7 @@ def save_output(
     session: Session,
     *,
     user_id: int,
+    project_id: int,
     conversation_id: int,
     slug: str,
     name: str,
@@ -131,10 +132,11 @@ def save_output(
 ) -> SavedOutput:
     """Save a structured result as an Output, to show in the chat like an agent's."""
     title = _distinct_title(
-        session, user_id, offer, str(output.get(title_field) or name).strip() or name
+        session, project_id, offer, str(output.get(title_field) or name).strip() or name
     )
     saved = Output(
         user_id=user_id,
+        project_id=project_id,
         offer_id=offer.id if offer else None,
         conversation_id=conversation_id,
         agent=slug,
@@ -154,13 +156,13 @@ def save_output(
     return SavedOutput(saved.id, slug, title, output, shown)
 
 
-def _distinct_title(session: Session, user_id: int, offer: Offer | None, title: str) -> str:
-    """The title, numbered when the person already has an output of that title for the
+def _distinct_title(session: Session, project_id: int, offer: Offer | None, title: str) -> str:
+    """The title, numbered when the project already has an output of that title for the
     same offer ("… (2)"): two ad copies for one offer are told apart in every list."""
     title = title[:190]
     same_offer = Output.offer_id == offer.id if offer else Output.offer_id.is_(None)
     alike = select(Output.title).where(
-        Output.user_id == user_id, same_offer, Output.title.startswith(title, autoescape=True)
+        Output.project_id == project_id, same_offer, Output.title.startswith(title, autoescape=True)
     )
     taken = set(session.scalars(alike))
     if title not in taken:

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.accounts.projects import project_note
 from app.chat.compaction import Summarizer, rows_to_compact, save_summary
 from app.chat.fitting import fit_messages
 from app.chat.history import (
@@ -101,7 +102,12 @@ class HostRequestBuilder:
         tools = tools_for_step(self.registry or self.services.tools, conversation.tool_phase)
         tail = load_tail(session, conversation, settings.history_message_cap)
         instructions, facts = memory or read_memory(session, conversation.user_id)
-        system = build_system_prompt(conversation, tools, memory_prompt(instructions, facts))
+        system = build_system_prompt(
+            conversation,
+            tools,
+            memory_prompt(instructions, facts),
+            project_note(session, conversation.user_id, conversation.project_id),
+        )
         summarized_up_to = conversation.summarized_up_to_sequence
         if wrap_up:
             system = f"{system}\n\n{WRAP_UP_NOTE}"

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.accounts.projects import member_projects, personal_project_id
 from app.chat.models import TITLE_DEFAULT, TITLE_PERSON, Conversation, Message
 from app.chat.shapes import meta_of
 from app.kinds import RowKind
@@ -16,11 +17,17 @@ from app.llm.web_search import cited_links
 DEFAULT_TITLE = "New chat"
 
 
-def create_conversation(session: Session, user_id: int, title: str | None = None) -> Conversation:
-    """A title given here is the person's (a script's): no model replaces it."""
+def create_conversation(
+    session: Session, user_id: int, title: str | None = None, project_id: int | None = None
+) -> Conversation:
+    """A title given here is the person's (a script's): no model replaces it. A project
+    given here is chosen (the caller checked the person may chat in it); without one, the
+    chat is in the person's personal project until they choose."""
     title = (title or "").strip()
     conversation = Conversation(
         user_id=user_id,
+        project_id=project_id or personal_project_id(session, user_id),
+        project_chosen=project_id is not None,
         title=title or DEFAULT_TITLE,
         title_source=TITLE_PERSON if title else TITLE_DEFAULT,
     )
@@ -38,7 +45,10 @@ def rename_conversation(conversation: Conversation, title: str) -> None:
 def conversations_for(session: Session, user_id: int) -> list[Conversation]:
     query = (
         select(Conversation)
-        .where(Conversation.user_id == user_id)
+        .where(
+            Conversation.user_id == user_id,
+            Conversation.project_id.in_(member_projects(user_id)),
+        )
         .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
     )
     return list(session.scalars(query))

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, update
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from app import events as ev
@@ -83,7 +83,12 @@ def execute_run(services: RunServices, run_id: int) -> str | None:
             return None
         # Before the claim commits: a Stop that follows it finds the run executing here.
         services.cancellations.executing(run_id)
-        ids = RunIds(run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index)
+        project_id = session.scalar(
+            select(Conversation.project_id).where(Conversation.id == claimed.conversation_id)
+        )
+        ids = RunIds(
+            run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index, project_id
+        )
         host = HostLoop(services, ids, run_tools(session, services, claimed.user_id))
         opening: Opening | None
         try:

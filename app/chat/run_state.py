@@ -46,6 +46,8 @@ class RunIds:
     user_id: int
     # The run's turn, when its claim read it (metering needs it; else it reads the row).
     turn_index: int | None = None
+    # The chat's project, read with the claim: the workspace its tools read and write.
+    project_id: int | None = None
 
 
 @dataclass

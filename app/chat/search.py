@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import DateTime, select, text
 from sqlalchemy.orm import Session
 
+from app.accounts.projects import member_projects
 from app.chat.models import Conversation, Message
 from app.chat.search_index import POSTGRES_CONFIG, TABLE
 from app.chat.shapes import card_summary
@@ -223,6 +224,7 @@ _SQLITE_ROWS = text(
     JOIN messages AS m ON m.id = {TABLE}.rowid
     JOIN conversations AS c ON c.id = m.conversation_id
     WHERE {TABLE} MATCH :match AND c.user_id = :user_id
+      AND EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = c.project_id AND pm.user_id = :user_id)
     ORDER BY bm25({TABLE}), m.id DESC
     LIMIT :limit OFFSET :offset
     """
@@ -236,6 +238,7 @@ _POSTGRES_ROWS = text(
     JOIN messages AS m ON m.id = s.message_id
     JOIN conversations AS c ON c.id = m.conversation_id
     WHERE s.document @@ q.query AND c.user_id = :user_id
+      AND EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = c.project_id AND pm.user_id = :user_id)
     ORDER BY ts_rank(s.document, q.query) DESC, m.id DESC
     LIMIT :limit OFFSET :offset
     """
@@ -247,7 +250,11 @@ def _title_hits(session: Session, user_id: int, terms: list[str]) -> list[Hit]:
     conditions = [Conversation.title.ilike(f"%{_escaped(term)}%", escape="\\") for term in terms]
     chats = session.execute(
         select(Conversation.id, Conversation.title, Conversation.updated_at)
-        .where(Conversation.user_id == user_id, *conditions)
+        .where(
+            Conversation.user_id == user_id,
+            Conversation.project_id.in_(member_projects(user_id)),
+            *conditions,
+        )
         .order_by(Conversation.updated_at.desc())
         .limit(TITLE_HITS)
     )

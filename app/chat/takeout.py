@@ -19,6 +19,7 @@ from typing import IO, Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
+from app.accounts.projects import member_projects, owned_projects
 from app.chat.export import CardSummary, export_conversation
 from app.chat.models import Conversation
 from app.db import Database, read_transaction
@@ -76,7 +77,7 @@ def file_bytes(session: Session, user_id: int) -> int:
         )
         assets = session.scalar(
             select(func.coalesce(func.sum(func.length(VisualAsset.data)), 0)).where(
-                VisualAsset.user_id == user_id
+                VisualAsset.project_id.in_(owned_projects(user_id))
             )
         )
     return int(attachments or 0) + int(assets or 0)
@@ -104,7 +105,11 @@ def build_archive(
 def _write_all(database: Database, z: _CappedZip, user_id: int, card_summary: CardSummary) -> None:
     with database.session() as session:
         for chat_id in _ids(
-            session, select(Conversation.id).where(Conversation.user_id == user_id)
+            session,
+            select(Conversation.id).where(
+                Conversation.user_id == user_id,
+                Conversation.project_id.in_(member_projects(user_id)),
+            ),
         ):
             with read_transaction(session):
                 exported = export_conversation(session, session.get_one(Conversation, chat_id))
@@ -128,7 +133,8 @@ def _write_all(database: Database, z: _CappedZip, user_id: int, card_summary: Ca
 def _write_files(session: Session, z: _CappedZip, user_id: int) -> None:
     """Assets and attachments one at a time: their bytes are the largest part."""
     assets = []
-    for asset_id in _ids(session, select(VisualAsset.id).where(VisualAsset.user_id == user_id)):
+    in_owned = VisualAsset.project_id.in_(owned_projects(user_id))
+    for asset_id in _ids(session, select(VisualAsset.id).where(in_owned)):
         with read_transaction(session):
             asset = session.get_one(VisualAsset, asset_id)
             record = _record(asset, skip=("data",))
@@ -159,7 +165,11 @@ def _ids(session: Session, query: Select[Any]) -> list[int]:
 
 
 def _owned(session: Session, model: Any, user_id: int) -> Iterable[Any]:
-    return session.scalars(select(model).where(model.user_id == user_id).order_by(model.id))
+    """The workspace rows of the projects the person owns (their personal one, and any
+    they made or were made an owner of): an editor's or viewer's export leaves another
+    owner's workspace out."""
+    query = select(model).where(model.project_id.in_(owned_projects(user_id)))
+    return session.scalars(query.order_by(model.id))
 
 
 def _record(item: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:

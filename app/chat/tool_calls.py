@@ -348,6 +348,7 @@ class ToolCalls:
             should_stop=self.guard.is_cancelled,
             untrusted_sources=list(self.state.sources),
             switch_phase=lambda phase: switch_phase(session, self.ids.conversation_id, phase),
+            chat_project_id=self.ids.project_id,
         )
 
 

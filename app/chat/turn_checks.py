@@ -12,6 +12,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, SessionTransaction
 
 from app.accounts.models import User
+from app.accounts.project_models import ProjectMember
 from app.billing.quota import CREDITS_USED, allowance_used_up, month_of
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
 from app.chat.rows import note_conversation_locked
@@ -53,6 +54,11 @@ _runs = Run.__table__
 _LOCK_FOR_TURN = (
     select(Conversation, User.monthly_credits)
     .join(User, User.id == Conversation.user_id)
+    # Only while the person is a member of the chat's project (removed: 404).
+    .join(
+        ProjectMember,
+        (ProjectMember.project_id == Conversation.project_id) & (ProjectMember.user_id == User.id),
+    )
     .where(Conversation.id == bindparam("conversation_id"), User.id == bindparam("user_id"))
     .with_for_update(of=[Conversation.__table__, User.__table__], key_share=True)
     # The row as locked, even if this session loaded it before.

@@ -47,6 +47,7 @@ def output_result(
     saved = save_output(
         ctx.session,
         user_id=ctx.user_id,
+        project_id=ctx.project_id,
         conversation_id=ctx.conversation_id,
         slug=slug,
         name=name,

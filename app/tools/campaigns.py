@@ -55,7 +55,12 @@ def start_campaign(ctx: ToolContext, args: CampaignInput) -> dict[str, Any]:
         )
     status = args.status or "draft"
     campaign = Campaign(
-        user_id=ctx.user_id, offer_id=offer.id, name=name, status=status, briefing=briefing
+        user_id=ctx.user_id,
+        project_id=ctx.project_id,
+        offer_id=offer.id,
+        name=name,
+        status=status,
+        briefing=briefing,
     )
     ctx.session.add(campaign)
     ctx.session.flush()

@@ -73,6 +73,7 @@ def save_character(ctx: ToolContext, args: CharacterInput) -> dict[str, Any]:
         persona = ctx.owned(Persona, args.persona_id, "persona")
     character = Character(
         user_id=ctx.user_id,
+        project_id=ctx.project_id,
         persona_id=persona.id if persona else None,
         name=name,
         description=args.description.strip(),
@@ -162,6 +163,7 @@ def save_cast(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
         role, description = item["role"].strip(), item["description"].strip()
         character = Character(
             user_id=ctx.user_id,
+            project_id=ctx.project_id,
             persona_id=persona.id,
             name=clean_text(item["name"], "character's name")[:120],
             description=f"{role[:1].upper()}{role[1:]}. {description}" if role else description,
@@ -203,7 +205,7 @@ def propose_cast_list(ctx: ToolContext, args: CastInput) -> Pause:
     count = args.count or DEFAULT_CAST
     existing = ctx.session.scalars(
         select(Character.name)
-        .where(Character.user_id == ctx.user_id, Character.persona_id == persona.id)
+        .where(Character.project_id == ctx.project_id, Character.persona_id == persona.id)
         .limit(50)
     ).all()
     parts = [

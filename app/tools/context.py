@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy.orm import Session
 
+from app.accounts.projects import membership, personal_project_id
 from app.agents.outputs import Writer
 from app.config import Settings
 from app.llm.client import ModelClient
@@ -51,6 +53,21 @@ class ToolContext:
     # Switches this conversation's tool phase; the chat hands it in (the phase lives on
     # the conversation, which tools do not know). None: no phase to switch (a card check).
     switch_phase: Callable[[str], None] | None = None
+    # The chat's project, whose workspace the tools read and write (the chat hands it
+    # in); None: the person's personal project (a check outside a chat, a test).
+    chat_project_id: int | None = None
+
+    @cached_property
+    def project_id(self) -> int:
+        if self.chat_project_id is not None:
+            return self.chat_project_id
+        return personal_project_id(self.session, self.user_id)
+
+    @cached_property
+    def role(self) -> str | None:
+        """The person's role in the chat's project, read once per call (None: no longer
+        a member: app.tools.invoke refuses every tool then)."""
+        return membership(self.session, self.user_id, self.project_id)
 
     @property
     def tainted(self) -> bool:
@@ -92,10 +109,11 @@ class ToolContext:
         self.session.commit()
 
     def owned(self, model: type[T], object_id: Any, label: str) -> T:
-        """The caller's object with that id, or a not-found failure (never someone else's)."""
+        """The object with that id in the chat's project, or a not-found failure (never
+        another project's, the same answer as an id that does not exist)."""
         if isinstance(object_id, bool) or not isinstance(object_id, int):
             raise ToolFailure(f"{label} id must be a whole number.")
         obj = self.session.get(model, object_id)
-        if obj is None or getattr(obj, "user_id", None) != self.user_id:
+        if obj is None or getattr(obj, "project_id", None) != self.project_id:
             raise ToolFailure(f"No {label} with id {object_id} was found.")
         return obj

@@ -178,6 +178,7 @@ def make_image(
     colours = list(brand or (FALLBACK_COLOURS if image.draft else ()))
     asset = VisualAsset(
         user_id=ctx.user_id,
+        project_id=ctx.project_id,
         offer_id=offer.id if offer else None,
         kind="image",
         title=title[:200],
@@ -261,7 +262,7 @@ def generate_character_portrait(ctx: ToolContext, args: PortraitInput) -> ToolRe
     if character.persona_id is not None:
         persona = ctx.session.scalar(
             select(Persona).where(
-                Persona.id == character.persona_id, Persona.user_id == ctx.user_id
+                Persona.id == character.persona_id, Persona.project_id == ctx.project_id
             )
         )
     offer = persona_offer(ctx, persona)

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.accounts.projects import WRITE, allows, role_refusal
 from app.llm.errors import (
     ModelError,
     StreamAborted,
@@ -43,6 +44,10 @@ def invoke(
         # across it (see app/tools/registry.py). The caller commits before calling.
         raise RuntimeError(f"{tool.name} was called with a transaction open")
     secrets = [context.settings.anthropic_api_key]
+    refused = _role_refusal(tool, context)
+    if refused is not None:
+        context.session.rollback()
+        return ToolResult(refused, is_error=True)
     try:
         if answered is not None and tool.on_answered is not None:
             outcome = tool.on_answered(context, answered)
@@ -82,3 +87,14 @@ def invoke(
     if isinstance(outcome, Pause | ToolResult):
         return outcome
     return ToolResult(outcome)
+
+
+def _role_refusal(tool: Tool, context: ToolContext) -> str | None:
+    """What the person's role in the chat's project refuses of this call (read at the
+    call: a member removed or made a viewer mid-run is refused from the next call)."""
+    role = context.role
+    if role is None:
+        return "You are no longer a member of this chat's project."
+    if tool.writes and not allows(role, WRITE):
+        return role_refusal(role)
+    return None

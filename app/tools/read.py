@@ -80,7 +80,7 @@ def asset_url(asset_id: int) -> str:
 )
 def list_offers(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     offers = ctx.session.scalars(
-        select(Offer).where(Offer.user_id == ctx.user_id).order_by(Offer.id).limit(MAX_LISTED)
+        select(Offer).where(Offer.project_id == ctx.project_id).order_by(Offer.id).limit(MAX_LISTED)
     ).all()
     return {
         "offers": [
@@ -110,12 +110,12 @@ def get_offer(ctx: ToolContext, args: OfferInput) -> dict[str, Any]:
     offer = ctx.owned(Offer, args.offer_id, "offer")
     personas = ctx.session.execute(
         select(Persona.id, Persona.name)
-        .where(Persona.user_id == ctx.user_id, Persona.offer_id == offer.id)
+        .where(Persona.project_id == ctx.project_id, Persona.offer_id == offer.id)
         .order_by(Persona.id)
     ).all()
     assets = ctx.session.execute(
         select(VisualAsset.id, VisualAsset.title, VisualAsset.kind)
-        .where(VisualAsset.user_id == ctx.user_id, VisualAsset.offer_id == offer.id)
+        .where(VisualAsset.project_id == ctx.project_id, VisualAsset.offer_id == offer.id)
         .order_by(VisualAsset.id)
         .limit(MAX_LISTED)
     ).all()
@@ -140,7 +140,7 @@ def get_offer(ctx: ToolContext, args: OfferInput) -> dict[str, Any]:
     label="Looked up your personas",
 )
 def list_personas(ctx: ToolContext, args: PersonasInput) -> dict[str, Any]:
-    query = select(Persona).where(Persona.user_id == ctx.user_id)
+    query = select(Persona).where(Persona.project_id == ctx.project_id)
     if args.offer_id is not None:
         offer = ctx.owned(Offer, args.offer_id, "offer")
         query = query.where(Persona.offer_id == offer.id)
@@ -171,7 +171,9 @@ def get_persona(ctx: ToolContext, args: PersonaInput) -> dict[str, Any]:
     offer_name = None
     if persona.offer_id is not None:
         offer_name = ctx.session.scalar(
-            select(Offer.name).where(Offer.id == persona.offer_id, Offer.user_id == ctx.user_id)
+            select(Offer.name).where(
+                Offer.id == persona.offer_id, Offer.project_id == ctx.project_id
+            )
         )
     return {
         "id": persona.id,
@@ -207,7 +209,7 @@ def list_visual_assets(ctx: ToolContext, args: AssetsInput) -> dict[str, Any]:
         VisualAsset.preset,
         VisualAsset.offer_id,
         VisualAsset.untrusted_sources,
-    ).where(VisualAsset.user_id == ctx.user_id)
+    ).where(VisualAsset.project_id == ctx.project_id)
     if args.offer_id is not None:
         offer = ctx.owned(Offer, args.offer_id, "offer")
         query = query.where(VisualAsset.offer_id == offer.id)
@@ -252,7 +254,7 @@ def _output_summary(output: Output) -> dict[str, Any]:
 def get_chat_outputs(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     outputs = ctx.session.scalars(
         select(Output)
-        .where(Output.user_id == ctx.user_id, Output.conversation_id == ctx.conversation_id)
+        .where(Output.project_id == ctx.project_id, Output.conversation_id == ctx.conversation_id)
         .order_by(Output.id)
         .limit(MAX_LISTED)
     ).all()
@@ -275,7 +277,7 @@ def list_offer_outputs(ctx: ToolContext, args: OfferInput) -> dict[str, Any]:
     offer = ctx.owned(Offer, args.offer_id, "offer")
     outputs = ctx.session.scalars(
         select(Output)
-        .where(Output.user_id == ctx.user_id, Output.offer_id == offer.id)
+        .where(Output.project_id == ctx.project_id, Output.offer_id == offer.id)
         .order_by(Output.id.desc())
         .limit(MAX_LISTED)
     ).all()

@@ -316,6 +316,12 @@ class Tool:
         if declared is not _DECLARED:
             raise TypeError(f"declare {self.name} with tool(...), not Tool(...)")
 
+    @property
+    def writes(self) -> bool:
+        """Whether the tool changes the project's workspace: its category says (actions
+        and agents write; reads and cards do not). A viewer's chat may not call it."""
+        return self.category in ("action", "agent")
+
     def call_needs_approval(self, arguments: dict[str, Any]) -> bool:
         """Whether this call changes something, so a tainted conversation holds it."""
         if not self.needs_approval_when_tainted:

@@ -118,7 +118,7 @@ def generate_element_sheet(ctx: ToolContext, args: ElementSheetInput) -> ToolRes
         if character.persona_id is not None:
             persona = ctx.session.scalar(
                 select(Persona).where(
-                    Persona.id == character.persona_id, Persona.user_id == ctx.user_id
+                    Persona.id == character.persona_id, Persona.project_id == ctx.project_id
                 )
             )
     if args.offer_id is not None:
@@ -213,7 +213,7 @@ def create_storyboard(ctx: ToolContext, args: StoryboardInput) -> ToolResult:
     if persona is not None:
         characters = ctx.session.execute(
             select(Character.name, Character.description)
-            .where(Character.user_id == ctx.user_id, Character.persona_id == persona.id)
+            .where(Character.project_id == ctx.project_id, Character.persona_id == persona.id)
             .order_by(Character.id)
             .limit(6)
         ).all()

@@ -98,14 +98,14 @@ def check_briefing_answer(ctx: ToolContext, card_spec: Card, result: Any) -> str
 
 
 def offer_options(ctx: ToolContext, only_offer: int | None = None) -> list[dict[str, Any]]:
-    query = select(Offer).where(Offer.user_id == ctx.user_id)
+    query = select(Offer).where(Offer.project_id == ctx.project_id)
     if only_offer is not None:
         query = query.where(Offer.id == only_offer)
     offers = ctx.session.scalars(query.order_by(Offer.id).limit(MAX_OPTIONS)).all()
     first_images = dict(
         ctx.session.execute(
             select(VisualAsset.offer_id, func.min(VisualAsset.id))
-            .where(VisualAsset.user_id == ctx.user_id, VisualAsset.kind == "image")
+            .where(VisualAsset.project_id == ctx.project_id, VisualAsset.kind == "image")
             .group_by(VisualAsset.offer_id)
         ).all()
     )
@@ -122,19 +122,21 @@ def offer_options(ctx: ToolContext, only_offer: int | None = None) -> list[dict[
 
 
 def persona_options(ctx: ToolContext, offer_id: int | None = None) -> list[dict[str, Any]]:
-    query = select(Persona).where(Persona.user_id == ctx.user_id)
+    query = select(Persona).where(Persona.project_id == ctx.project_id)
     if offer_id is not None:
         query = query.where(Persona.offer_id == offer_id)
     personas = ctx.session.scalars(query.order_by(Persona.id).limit(MAX_OPTIONS)).all()
     offer_names = dict(
-        ctx.session.execute(select(Offer.id, Offer.name).where(Offer.user_id == ctx.user_id)).all()
+        ctx.session.execute(
+            select(Offer.id, Offer.name).where(Offer.project_id == ctx.project_id)
+        ).all()
     )
     portraits = {
         persona_id: asset_id
         for persona_id, asset_id in ctx.session.execute(
             select(Character.persona_id, func.min(Character.portrait_asset_id))
             .where(
-                Character.user_id == ctx.user_id,
+                Character.project_id == ctx.project_id,
                 Character.persona_id.is_not(None),
                 Character.portrait_asset_id.is_not(None),
             )

@@ -51,7 +51,7 @@ def persona_offer(ctx: ToolContext, persona: Persona | None) -> Offer | None:
     if persona is None or persona.offer_id is None:
         return None
     return ctx.session.scalar(
-        select(Offer).where(Offer.id == persona.offer_id, Offer.user_id == ctx.user_id)
+        select(Offer).where(Offer.id == persona.offer_id, Offer.project_id == ctx.project_id)
     )
 
 

@@ -1,27 +1,77 @@
-"""Ownership in one place: what is not yours answers 404, like what does not exist."""
+"""Ownership in one place: what is not yours answers 404, like what does not exist.
+
+A workspace item (it has a `project_id`) is yours to read while you are a member of its
+project, to change while your role allows it (403 when it does not); a chat is its
+owner's alone, while they are a member of its project (app/accounts/projects.py)."""
 
 from __future__ import annotations
 
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from flask import abort, current_app, request
+from flask import abort, current_app, g, request
+from flask import session as flask_session
 from flask_login import current_user
 
+from app.accounts.projects import (
+    READ,
+    ProjectRefused,
+    membership,
+    personal_project_id,
+    require,
+)
 from app.chat.models import Conversation, ConversationStatus
 from app.chat.stale import announce, reclaim_if_stale
 from app.chat.turn_checks import lock_for_turn
 from app.db import read_transaction
+from app.web.errors import ApiError
 from app.web.identity import db_session
 
 T = TypeVar("T")
 
 
-def owned_or_404(model: type[T], object_id: int) -> T:
-    obj = db_session().get(model, object_id)
-    if obj is None or getattr(obj, "user_id", None) != current_user.id:
+def owned_or_404(model: type[T], object_id: int, action: str = READ) -> T:
+    session = db_session()
+    obj = session.get(model, object_id)
+    if obj is None:
         abort(404)
+    project_id = getattr(obj, "project_id", None)
+    if project_id is None or isinstance(obj, Conversation):
+        # The person's own (a chat, an attachment, a token...): theirs alone.
+        if getattr(obj, "user_id", None) != current_user.id:
+            abort(404)
+        if project_id is not None and membership(session, current_user.id, project_id) is None:
+            abort(404)
+        return obj
+    require_in_project(project_id, action)
     return obj
+
+
+# The project the workspace pages show, chosen with the sidebar's switcher (kept in the
+# session cookie; checked against membership at every read, so a removed member's
+# choice falls back to their personal project).
+PAGE_PROJECT_KEY = "project_id"
+
+
+def page_project_id() -> int:
+    cached = g.get("page_project_id")
+    if cached is not None:
+        return cached
+    session = db_session()
+    chosen = flask_session.get(PAGE_PROJECT_KEY)
+    if not isinstance(chosen, int) or membership(session, current_user.id, chosen) is None:
+        chosen = personal_project_id(session, current_user.id)
+    g.page_project_id = chosen
+    return chosen
+
+
+def require_in_project(project_id: int | None, action: str = READ) -> str:
+    """The caller's role in the project when it allows `action`: 404 for a non-member (as
+    for no such project), 403 in the API's error shape for a role that does not allow it."""
+    try:
+        return require(db_session(), current_user.id, project_id, action)
+    except ProjectRefused as refused:
+        raise ApiError(refused.status, refused.message, refused.code, field=refused.field) from None
 
 
 def owned_before_waiting(model: type[T], object_id: int) -> T:

@@ -231,6 +231,8 @@ def error_codes(operation: Operation, method: str, rule: str) -> tuple[ErrorCode
         codes.append(ErrorCode.FORBIDDEN)
     if operation.query:
         codes.append(ErrorCode.INVALID_FIELD)
+    if any(param.name == "project_id" for param in operation.query):
+        codes.append(ErrorCode.NOT_FOUND)  # a project of which the caller is no member
     if operation.body is UPLOAD:
         codes += WITH_UPLOAD
     elif operation.body is not None:

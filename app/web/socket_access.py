@@ -19,6 +19,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import ApiToken, User
+from app.accounts.project_models import ProjectMember
 from app.db import read_transaction
 from app.events import AccessEnded
 from app.web.session import GENERATION_KEY, LOGIN_AT_KEY
@@ -33,6 +34,10 @@ _TOKEN_STATE = (
     .join(_users, _users.c.id == _tokens.c.user_id)
     .where(_tokens.c.id == bindparam("token_id"))
 )
+_MEMBER = select(ProjectMember.id).where(
+    ProjectMember.user_id == bindparam("user_id"),
+    ProjectMember.project_id == bindparam("project_id"),
+)
 _GENERATION = select(_users.c.session_generation).where(_users.c.id == bindparam("user_id"))
 
 
@@ -45,17 +50,20 @@ class SocketAccess:
     token_id: int | None
     generation: int | None
     ends_at: float | None
+    # The project of the socket's chat: leaving it (or its deletion) closes the socket.
+    project_id: int | None = None
 
     @classmethod
-    def of_request(cls, user_id: int) -> SocketAccess:
+    def of_request(cls, user_id: int, project_id: int | None = None) -> SocketAccess:
         """The way in of the request being upgraded (authenticated already)."""
         token_id = g.get("token_id")
         if token_id is not None:
-            return cls(user_id, token_id, None, _epoch(g.get("token_expires_at")))
+            return cls(user_id, token_id, None, _epoch(g.get("token_expires_at")), project_id)
         lifetime = current_app.permanent_session_lifetime.total_seconds()
         login_at = flask_session.get(LOGIN_AT_KEY)
         generation = flask_session.get(GENERATION_KEY)
-        return cls(user_id, None, generation, None if login_at is None else login_at + lifetime)
+        ends_at = None if login_at is None else login_at + lifetime
+        return cls(user_id, None, generation, ends_at, project_id)
 
     @property
     def ended_message(self) -> str:
@@ -64,6 +72,8 @@ class SocketAccess:
     def ended_by(self, event: AccessEnded) -> bool:
         if event.everything:
             return True
+        if event.project_id is not None:
+            return event.project_id == self.project_id
         if self.token_id is not None:
             return event.token_id == self.token_id
         return event.generation is not None and (self.generation or 0) < event.generation
@@ -77,6 +87,14 @@ class SocketAccess:
         if self.expired():
             return False
         with read_transaction(session):
+            if (
+                self.project_id is not None
+                and session.scalar(
+                    _MEMBER, {"user_id": self.user_id, "project_id": self.project_id}
+                )
+                is None
+            ):
+                return False
             if self.token_id is not None:
                 found = session.execute(_TOKEN_STATE, {"token_id": self.token_id}).first()
                 return found is not None and found.revoked_at is None
@@ -101,6 +119,12 @@ def announce_token_revoked(token: ApiToken) -> None:
 
 def announce_person_gone(user_id: int) -> None:
     _publish(user_id, AccessEnded(everything=True))
+
+
+def announce_left_project(user_id: int, project_id: int) -> None:
+    """After committing a member's removal (or the project's deletion): their sockets on
+    the project's chats close, in every process."""
+    _publish(user_id, AccessEnded(project_id=project_id))
 
 
 def _publish(user_id: int, event: AccessEnded) -> None:

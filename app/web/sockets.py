@@ -11,6 +11,7 @@ from flask import Blueprint, abort, current_app, request
 from flask_login import current_user
 
 from app import events as ev
+from app.accounts.projects import membership
 from app.chat.models import Conversation
 from app.chat.runs import composer_state
 from app.db import read_transaction
@@ -72,18 +73,24 @@ BAD_TOKEN = "This API token is not valid: it was revoked, it expired, or it is m
 NO_SUCH_CHAT = "No such chat."  # not yours, or absent: never which
 
 
-def _refusal(conversation_id: int) -> str:
-    """The reason this socket may not open, or "" when it may."""
+def _refusal(conversation_id: int) -> tuple[str, int | None]:
+    """The reason this socket may not open ("" when it may), and the chat's project."""
     if not current_user.is_authenticated:
-        return BAD_TOKEN if bearer_token() is not None else NO_CREDENTIALS
-    return "" if _owned_conversation(conversation_id) else NO_SUCH_CHAT
+        return BAD_TOKEN if bearer_token() is not None else NO_CREDENTIALS, None
+    project_id = _owned_conversation_project(conversation_id)
+    return ("" if project_id is not None else NO_SUCH_CHAT), project_id
 
 
-def _owned_conversation(conversation_id: int) -> bool:
+def _owned_conversation_project(conversation_id: int) -> int | None:
+    """The project of the caller's chat, while they are a member of it; else None."""
     with read_transaction(db_session()) as session:
         conversation = session.get(Conversation, conversation_id)
+        mine = conversation is not None and conversation.user_id == current_user.id
+        project_id = conversation.project_id if conversation is not None and mine else None
+        if project_id is not None and membership(session, current_user.id, project_id) is None:
+            project_id = None
     db_session().close()  # a socket lives long: it holds no session
-    return conversation is not None and conversation.user_id == current_user.id
+    return project_id
 
 
 # Sockets open per person in this process: {(app's services, user id): their sockets}.
@@ -118,13 +125,13 @@ def _socket_slot(ws, services, user_id: int, limit: int):
 @sock.route("/ws/chats/<int:conversation_id>", bp=bp)
 def chat_socket(ws, conversation_id: int):
     """The chat's websocket: rows, live text and run frames, as HTML or JSON (docs/CONTRACT.md)."""
-    refused = _refusal(conversation_id)
+    refused, project_id = _refusal(conversation_id)
     if refused:
         _refuse(ws, POLICY_VIOLATION, refused)
         return
     services = current_app.extensions["services"]
     limit = services.settings.max_sockets_per_person
-    access = SocketAccess.of_request(current_user.id)
+    access = SocketAccess.of_request(current_user.id, project_id)
     with _socket_slot(ws, services, current_user.id, limit) as allowed:
         if not allowed:
             _refuse(ws, TRY_AGAIN_LATER, f"Too many open sockets: at most {limit} per person.")

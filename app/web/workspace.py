@@ -11,7 +11,8 @@ from flask import Blueprint, flash, make_response, redirect, render_template, re
 from flask_login import current_user, login_required
 from sqlalchemy import func, select
 
-from app.web.access import is_htmx, owned_or_404
+from app.accounts.projects import READ, WRITE
+from app.web.access import is_htmx, owned_or_404, page_project_id, require_in_project
 from app.web.forms import ConfirmForm, OfferForm, PersonaForm
 from app.web.identity import db_session, services
 from app.web.input_gate import id_from_text
@@ -22,8 +23,20 @@ bp = Blueprint("workspace", __name__, url_prefix="/workspace")
 
 
 def _offers() -> list[Offer]:
-    query = select(Offer).where(Offer.user_id == current_user.id).order_by(Offer.name)
+    query = select(Offer).where(Offer.project_id == page_project_id()).order_by(Offer.name)
     return list(db_session().scalars(query))
+
+
+def _action() -> str:
+    """What a form request does: a POST changes (an editor's or owner's), a GET reads."""
+    return WRITE if request.method == "POST" else READ
+
+
+def _writable_project() -> int:
+    """The page's project, when the caller may add to it (else 403)."""
+    project_id = page_project_id()
+    require_in_project(project_id, WRITE)
+    return project_id
 
 
 @bp.get("/")
@@ -61,7 +74,7 @@ def offers():
 @login_required
 def edit_offer(offer_id: int | None = None):
     """A new offer's form, or an offer's (GET), saved by POST."""
-    offer = owned_or_404(Offer, offer_id) if offer_id else None
+    offer = owned_or_404(Offer, offer_id, _action()) if offer_id else None
     form = OfferForm(obj=offer)
     if isinstance(form.brand_colors.data, list):
         # Taken from the offer (a GET, or a script's POST that leaves the field out):
@@ -70,7 +83,7 @@ def edit_offer(offer_id: int | None = None):
     if form.validate_on_submit():
         session = db_session()
         if offer is None:
-            offer = Offer(user_id=current_user.id)
+            offer = Offer(user_id=current_user.id, project_id=_writable_project())
             session.add(offer)
         form.apply_to(offer)
         session.commit()
@@ -84,7 +97,7 @@ def edit_offer(offer_id: int | None = None):
 @login_required
 def personas():
     """One's personas."""
-    query = select(Persona).where(Persona.user_id == current_user.id).order_by(Persona.name)
+    query = select(Persona).where(Persona.project_id == page_project_id()).order_by(Persona.name)
     offers = {offer.id: offer for offer in _offers()}
     return render_template(
         "workspace/personas.html", personas=list(db_session().scalars(query)), offers=offers
@@ -96,7 +109,7 @@ def personas():
 @login_required
 def edit_persona(persona_id: int | None = None):
     """A new persona's form, or a persona's (GET), saved by POST."""
-    persona = owned_or_404(Persona, persona_id) if persona_id else None
+    persona = owned_or_404(Persona, persona_id, _action()) if persona_id else None
     form = PersonaForm(obj=persona)
     # Choices are the caller's own offers only, so a foreign offer id fails validation.
     form.offer_id.choices = [(0, "Any offer")] + [(o.id, o.name) for o in _offers()]
@@ -105,7 +118,7 @@ def edit_persona(persona_id: int | None = None):
     if form.validate_on_submit():
         session = db_session()
         if persona is None:
-            persona = Persona(user_id=current_user.id)
+            persona = Persona(user_id=current_user.id, project_id=_writable_project())
             session.add(persona)
         form.apply_to(persona)
         session.commit()
@@ -120,14 +133,14 @@ def edit_persona(persona_id: int | None = None):
 def delete_offer(offer_id: int):
     """What was made for the offer stays: its personas, outputs, images and campaigns
     are kept, no longer tied to an offer (the keys are ON DELETE SET NULL)."""
-    return _delete(owned_or_404(Offer, offer_id), "workspace.offers", Offer)
+    return _delete(owned_or_404(Offer, offer_id, WRITE), "workspace.offers", Offer)
 
 
 @bp.post("/personas/<int:persona_id>/delete")
 @login_required
 def delete_persona(persona_id: int):
     """Characters cast from the persona stay, no longer tied to it."""
-    return _delete(owned_or_404(Persona, persona_id), "workspace.personas", Persona)
+    return _delete(owned_or_404(Persona, persona_id, WRITE), "workspace.personas", Persona)
 
 
 def _delete(item, listing: str, model):
@@ -160,7 +173,7 @@ def _wants_fragment(target: str) -> bool:
 
 def _count(model) -> int:
     """How many `model` rows the caller owns."""
-    query = select(func.count()).select_from(model).where(model.user_id == current_user.id)
+    query = select(func.count()).select_from(model).where(model.project_id == page_project_id())
     return db_session().scalar(query) or 0
 
 
@@ -229,7 +242,7 @@ def outputs():
     session = db_session()
     offer_id = _offer_filter()
     agent = request.args.get("agent", "")[:60]
-    query = select(Output).where(Output.user_id == current_user.id)
+    query = select(Output).where(Output.project_id == page_project_id())
     if offer_id is not None:
         query = query.where(Output.offer_id == offer_id)
     if agent:
@@ -237,7 +250,9 @@ def outputs():
     found = list(session.scalars(query.order_by(Output.created_at.desc(), Output.id.desc())))
     has_any = bool(found) or _count(Output) > 0
     names = _agent_names()
-    used = session.scalars(select(Output.agent).where(Output.user_id == current_user.id).distinct())
+    used = session.scalars(
+        select(Output.agent).where(Output.project_id == page_project_id()).distinct()
+    )
     agents = dict(names)
     for slug in used:
         agents.setdefault(slug, slug)
@@ -256,10 +271,10 @@ def outputs():
     return render_template("workspace/outputs.html", **context)
 
 
-def _own_offer(offer_id: int | None) -> Offer | None:
-    """The offer a saved item points at, when it is the caller's (else shown as none)."""
+def _own_offer(offer_id: int | None, project_id: int) -> Offer | None:
+    """The offer a saved item points at, when it is in the item's project (else none)."""
     offer = db_session().get(Offer, offer_id) if offer_id else None
-    return offer if offer is not None and offer.user_id == current_user.id else None
+    return offer if offer is not None and offer.project_id == project_id else None
 
 
 @bp.get("/outputs/<int:output_id>")
@@ -270,7 +285,7 @@ def output(output_id: int):
     return render_template(
         "workspace/output.html",
         output=saved,
-        offer=_own_offer(saved.offer_id),
+        offer=_own_offer(saved.offer_id, saved.project_id),
         agent_name=_agent_names().get(saved.agent, saved.agent),
         text=plain_text(saved.content),
         json_text=json.dumps(saved.content, indent=2, ensure_ascii=False),
@@ -283,7 +298,7 @@ def output(output_id: int):
 def delete_output(output_id: int):
     """Delete a saved output."""
     session = db_session()
-    saved = owned_or_404(Output, output_id)
+    saved = owned_or_404(Output, output_id, WRITE)
     title = saved.title
     session.delete(saved)
     session.commit()
@@ -301,7 +316,7 @@ def assets():
     """The images made for one, filtered by offer."""
     session = db_session()
     offer_id = _offer_filter()
-    query = select(VisualAsset).where(VisualAsset.user_id == current_user.id)
+    query = select(VisualAsset).where(VisualAsset.project_id == page_project_id())
     if offer_id is not None:
         query = query.where(VisualAsset.offer_id == offer_id)
     found = list(
@@ -328,7 +343,7 @@ def view_asset(asset_id: int):
     return render_template(
         "workspace/asset.html",
         asset=asset,
-        offer=_own_offer(asset.offer_id),
+        offer=_own_offer(asset.offer_id, asset.project_id),
         form=ConfirmForm(),
     )
 
@@ -338,7 +353,7 @@ def view_asset(asset_id: int):
 def delete_asset(asset_id: int):
     """Delete an image."""
     session = db_session()
-    asset = owned_or_404(VisualAsset, asset_id)
+    asset = owned_or_404(VisualAsset, asset_id, WRITE)
     title = asset.title
     session.delete(asset)
     session.commit()

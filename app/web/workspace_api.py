@@ -12,9 +12,10 @@ from flask_login import current_user, login_required
 from sqlalchemy import select
 from werkzeug.datastructures import MultiDict
 
+from app.accounts.projects import READ, WRITE, personal_project_id
 from app.db import read_transaction
 from app.error_codes import ErrorCode
-from app.web.access import owned_or_404
+from app.web.access import owned_or_404, require_in_project
 from app.web.errors import ApiError
 from app.web.forms import HEX_COLOUR, OfferForm, PersonaForm
 from app.web.identity import db_session
@@ -34,7 +35,11 @@ from app.workspace.models import Campaign, Character, Offer, Output, Persona, Vi
 bp = Blueprint("workspace_api", __name__, url_prefix="/api")
 
 MAX_LIMIT = 100
+IN_PROJECT = Param("project_id", digits(10, "a project of yours (default: your personal project)"))
+# A write a viewer's role does not allow answers 403 PROJECT_ROLE.
+ROLE = (ErrorCode.PROJECT_ROLE,)
 PAGE = (
+    IN_PROJECT,
     Param("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, "default 50"),
     Param("cursor", digits(10, "next_cursor of a page (one past the last id: an empty page)")),
 )
@@ -43,17 +48,23 @@ PAGE = (
 # -- reading ------------------------------------------------------------------------------
 
 
-def own_page(model, shape, limit: int = 50, after: int = 0, dump=None) -> dict:
-    """One page of the caller's `model`, oldest first, as the API and the MCP server answer
-    it; the cursor is the last id given."""
-    if after >= MAX_ID:  # past every id the database can hold (and its INTEGER column)
-        return {"items": [], "next_cursor": None}
+def own_page(
+    model, shape, limit: int = 50, after: int = 0, dump=None, project_id: int | None = None
+) -> dict:
+    """One page of `model` in a project of the caller's (by default their personal one),
+    oldest first, as the API and the MCP server answer it; the cursor is the last id
+    given. 404 when the caller is not a member of the project."""
     session = db_session()
     with read_transaction(session):
+        if project_id is None:
+            project_id = personal_project_id(session, current_user.id)
+        require_in_project(project_id, READ)
+        if after >= MAX_ID:  # past every id the database can hold (and its INTEGER column)
+            return {"items": [], "next_cursor": None}
         items = list(
             session.scalars(
                 select(model)
-                .where(model.user_id == current_user.id, model.id > after)
+                .where(model.project_id == project_id, model.id > after)
                 .order_by(model.id)
                 .limit(limit + 1)
             )
@@ -74,7 +85,7 @@ def own_one(model, item_id: int, shape, dump=None) -> dict:
 
 
 def _page(model, shape, dump=None):
-    return jsonify(own_page(model, shape, _limit(), _cursor(), dump))
+    return jsonify(own_page(model, shape, _limit(), _cursor(), dump, requested_project()))
 
 
 def _one(model, item_id: int, shape, dump=None):
@@ -174,6 +185,20 @@ def _form_value(form_class, name: str, value) -> str:
     return value
 
 
+def requested_project() -> int | None:
+    """The `project_id` query parameter (None: not given); a malformed one is a 400."""
+    raw = request.args.get("project_id")
+    if raw is None:
+        return None
+    if not re.fullmatch(r"[0-9]{1,10}", raw):
+        raise ApiError(
+            400, "'project_id' must be a project's id.", ErrorCode.INVALID_FIELD, field="project_id"
+        )
+    if int(raw) > MAX_ID:  # past every id the database can hold: no such project
+        raise ApiError(404, "Not found.", ErrorCode.NOT_FOUND)
+    return int(raw)
+
+
 def _json_object() -> dict:
     if not request.is_json:
         raise ApiError(415, "Send a JSON body with Content-Type: application/json.")
@@ -183,8 +208,9 @@ def _json_object() -> dict:
     return data
 
 
-def _offer_choices() -> list[tuple[int, str]]:
-    offers = db_session().scalars(select(Offer).where(Offer.user_id == current_user.id))
+def _offer_choices(project_id: int) -> list[tuple[int, str]]:
+    """The offers a persona of the project may name: the project's own."""
+    offers = db_session().scalars(select(Offer).where(Offer.project_id == project_id))
     return [(0, "Any offer")] + [(offer.id, offer.name) for offer in offers]
 
 
@@ -209,10 +235,17 @@ def _persona_values(persona: Persona) -> dict:
 
 
 def _create(model, shape, form_class, defaults: dict, **choices):
-    """A new item of the caller's from the JSON body, through the page's form."""
+    """A new item of the caller's from the JSON body, through the page's form, in the
+    project named by `?project_id=` (by default their personal one): an editor's or
+    owner's, else 403 (404 for a non-member)."""
     request.get_data(cache=True)  # the body is read before the write lock is taken
-    form = _validated(form_class, defaults, **{name: load() for name, load in choices.items()})
-    item = model(user_id=current_user.id)
+    project_id = requested_project()
+    if project_id is None:
+        project_id = personal_project_id(db_session(), current_user.id)
+    require_in_project(project_id, WRITE)
+    loaded = {name: load(project_id) for name, load in choices.items()}
+    form = _validated(form_class, defaults, **loaded)
+    item = model(user_id=current_user.id, project_id=project_id)
     form.apply_to(item)
     return _save(item, 201, shape)
 
@@ -224,8 +257,8 @@ def _item(model, item_id: int, shape, form_class, current_values, **choices):
     if request.method == "DELETE":
         return _delete(model, item_id)
     request.get_data(cache=True)
-    found = owned_or_404(model, item_id)
-    loaded = {name: load() for name, load in choices.items()}
+    found = owned_or_404(model, item_id, WRITE)
+    loaded = {name: load(found.project_id) for name, load in choices.items()}
     form = _validated(form_class, current_values(found), **loaded)
     form.apply_to(found)
     return _save(found, 200, shape)
@@ -240,7 +273,7 @@ def _save(item, status: int, shape):
 
 def _delete(model, item_id: int):
     session = db_session()
-    session.delete(owned_or_404(model, item_id))
+    session.delete(owned_or_404(model, item_id, WRITE))
     session.commit()
     return "", 204
 
@@ -256,7 +289,15 @@ def list_offers():
 
 
 @bp.post("/offers")
-@documented("POST", "Create an offer", response=OfferOut, status=201, body=OfferForm)
+@documented(
+    "POST",
+    "Create an offer",
+    response=OfferOut,
+    status=201,
+    body=OfferForm,
+    query=(IN_PROJECT,),
+    errors=ROLE,
+)
 @login_required
 def create_offer():
     return _create(Offer, OfferOut, OfferForm, {})
@@ -265,13 +306,16 @@ def create_offer():
 @bp.get("/offers/<int:offer_id>")
 @documented("GET", "One offer", response=OfferOut)
 @bp.patch("/offers/<int:offer_id>")
-@documented("PATCH", "Change an offer", response=OfferOut, body=OfferForm, partial=True)
+@documented(
+    "PATCH", "Change an offer", response=OfferOut, body=OfferForm, partial=True, errors=ROLE
+)
 @bp.delete("/offers/<int:offer_id>")
 @documented(
     "DELETE",
     "Delete an offer",
     status=204,
     description="Its personas, outputs, assets and campaigns are kept, with offer_id null.",
+    errors=ROLE,
 )
 @login_required
 def offer(offer_id: int):
@@ -289,7 +333,15 @@ def list_personas():
 
 
 @bp.post("/personas")
-@documented("POST", "Create a persona", response=PersonaOut, status=201, body=PersonaForm)
+@documented(
+    "POST",
+    "Create a persona",
+    response=PersonaOut,
+    status=201,
+    body=PersonaForm,
+    query=(IN_PROJECT,),
+    errors=ROLE,
+)
 @login_required
 def create_persona():
     return _create(Persona, PersonaOut, PersonaForm, {"offer_id": "0"}, offer_id=_offer_choices)
@@ -298,13 +350,16 @@ def create_persona():
 @bp.get("/personas/<int:persona_id>")
 @documented("GET", "One persona", response=PersonaOut)
 @bp.patch("/personas/<int:persona_id>")
-@documented("PATCH", "Change a persona", response=PersonaOut, body=PersonaForm, partial=True)
+@documented(
+    "PATCH", "Change a persona", response=PersonaOut, body=PersonaForm, partial=True, errors=ROLE
+)
 @bp.delete("/personas/<int:persona_id>")
 @documented(
     "DELETE",
     "Delete a persona",
     status=204,
     description="Characters cast from it are kept, with persona_id null.",
+    errors=ROLE,
 )
 @login_required
 def persona(persona_id: int):
@@ -326,7 +381,7 @@ def list_outputs():
 @bp.get("/outputs/<int:output_id>")
 @documented("GET", "One output", response=OutputOut)
 @bp.delete("/outputs/<int:output_id>")
-@documented("DELETE", "Delete an output", status=204)
+@documented("DELETE", "Delete an output", status=204, errors=ROLE)
 @login_required
 def output(output_id: int):
     if request.method == "DELETE":
@@ -353,7 +408,7 @@ def list_assets():
 @bp.get("/assets/<int:asset_id>")
 @documented("GET", "One image's details", response=AssetOut)
 @bp.delete("/assets/<int:asset_id>")
-@documented("DELETE", "Delete an image", status=204)
+@documented("DELETE", "Delete an image", status=204, errors=ROLE)
 @login_required
 def asset(asset_id: int):
     if request.method == "DELETE":
