@@ -199,6 +199,8 @@ def _register_blueprints(app: Flask) -> None:
         mcp_server,
         memory_api,
         openapi,
+        projects_api,
+        projects_pages,
         search,
         settings_page,
         sockets,
@@ -220,6 +222,8 @@ def _register_blueprints(app: Flask) -> None:
         search,
         export,
         workspace_api,
+        projects_api,
+        projects_pages,
         openapi,
         sockets,
     ):

@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, ForeignKey, String, UniqueConstraint, event, select
+from sqlalchemy import Connection, ForeignKey, String, UniqueConstraint, event, insert, select
 from sqlalchemy.orm import Mapped, Mapper, mapped_column
 
+from app.accounts.models import User
 from app.db import NEVER_REUSED_IDS, Base, utcnow
 
 OWNER, EDITOR, VIEWER = "owner", "editor", "viewer"
@@ -78,3 +79,22 @@ def in_personal_project_by_default(model: type[Any]) -> None:
             target.project_id = connection.scalar(
                 select(Project.id).where(Project.personal_user_id == target.user_id)
             )
+
+
+PERSONAL_NAME = "Personal"
+
+
+@event.listens_for(User, "after_insert")
+def _personal_project(_mapper: Mapper[Any], connection: Connection, user: User) -> None:
+    """Every person has a personal project, made with the account (however it is made:
+    sign-up, an admin, the CLI), its owner the person: today's workspace."""
+    project_id = connection.scalar(
+        insert(Project)
+        .values(name=PERSONAL_NAME, personal_user_id=user.id, created_at=utcnow())
+        .returning(Project.id)
+    )
+    connection.execute(
+        insert(ProjectMember).values(
+            project_id=project_id, user_id=user.id, role=OWNER, created_at=utcnow()
+        )
+    )

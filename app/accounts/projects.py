@@ -20,6 +20,7 @@ from app.accounts.models import User
 from app.accounts.project_models import (
     EDITOR,
     OWNER,
+    PERSONAL_NAME,
     ROLES,
     VIEWER,
     Project,
@@ -35,7 +36,6 @@ ALLOWED: dict[str, frozenset[str]] = {
     EDITOR: frozenset({READ, WRITE}),
     VIEWER: frozenset({READ}),
 }
-PERSONAL_NAME = "Personal"
 NAME_MAX = 80
 INVITATION_DAYS = 7
 

@@ -6,7 +6,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import User
-from app.accounts.projects import create_personal_project
 
 
 class AccountError(ValueError):
@@ -25,5 +24,4 @@ def create_user(session: Session, email: str, password: str, *, is_admin: bool =
     user.set_password(password)
     session.add(user)
     session.flush()
-    create_personal_project(session, user.id)  # their workspace, today's as before
     return user

@@ -108,12 +108,18 @@ class ToolContext:
             raise RuntimeError("end_reads() after a write would commit it before the slow work")
         self.session.commit()
 
+    def _in_reach(self, obj: Any) -> bool:
+        """A workspace item in the chat's project; the person's own (an attachment)."""
+        if hasattr(obj, "project_id"):
+            return bool(obj.project_id == self.project_id)
+        return bool(getattr(obj, "user_id", None) == self.user_id)
+
     def owned(self, model: type[T], object_id: Any, label: str) -> T:
         """The object with that id in the chat's project, or a not-found failure (never
         another project's, the same answer as an id that does not exist)."""
         if isinstance(object_id, bool) or not isinstance(object_id, int):
             raise ToolFailure(f"{label} id must be a whole number.")
         obj = self.session.get(model, object_id)
-        if obj is None or getattr(obj, "project_id", None) != self.project_id:
+        if obj is None or not self._in_reach(obj):
             raise ToolFailure(f"No {label} with id {object_id} was found.")
         return obj

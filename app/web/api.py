@@ -6,6 +6,7 @@ from flask import Blueprint, current_app, jsonify, request
 from flask_login import current_user, login_required
 from pydantic import BaseModel, RootModel, ValidationError
 
+from app.accounts.projects import READ
 from app.agents.guidelines import (
     GuidelineError,
     RuleInput,
@@ -27,6 +28,7 @@ from app.web.access import (
     owned_conversation,
     owned_conversation_for_turn,
     owned_or_404,
+    require_in_project,
 )
 from app.web.admin import admin_required
 from app.web.chat_actions import (
@@ -117,12 +119,15 @@ def _body_error(model: type[BaseModel], error) -> ApiError:
     status=201,
     body=ChatCreate,
     body_required=False,
+    errors=(ErrorCode.NOT_FOUND,),  # a project_id of which the caller is no member
 )
 @login_required
 def create_chat():
     body = body_of(ChatCreate, None if request.content_length else {})
     session = db_session()
-    conversation = create_conversation(session, current_user.id, body.title)
+    if body.project_id is not None:  # a project of the caller's (404 for any other)
+        require_in_project(body.project_id, READ)
+    conversation = create_conversation(session, current_user.id, body.title, body.project_id)
     session.commit()
     return jsonify({"id": conversation.id}), 201
 

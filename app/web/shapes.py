@@ -212,8 +212,18 @@ WholeNumber = Annotated[int, BeforeValidator(_integral)]
 Sequence = Annotated[int, Field(gt=0, lt=10**15), BeforeValidator(_integral)]
 
 
+# Ids are INTEGER columns on PostgreSQL (app/web/openapi.py's MAX_ID).
+ID_MAX = 2**31 - 1
+
+
+ProjectId = Annotated[int, Field(ge=1, le=ID_MAX), BeforeValidator(_integral)]
+
+
 class ChatCreate(Body):
     title: str | None = Field(None, max_length=120)
+    project_id: ProjectId | None = Field(
+        None, description="A project of yours (default: your personal one)"
+    )
 
 
 class ChatCreated(BaseModel):
@@ -485,3 +495,72 @@ class McpServerOut(BaseModel):
 
 class McpServersOut(BaseModel):
     servers: list[McpServerOut]
+
+
+# -- projects (app/web/projects_api.py) ----------------------------------------------------
+
+
+class ProjectCreate(Body):
+    name: str = Field(min_length=1, max_length=80)
+
+
+class ProjectOut(BaseModel):
+    id: int
+    name: str
+    personal: bool
+    role: str = Field(description="Your role: owner, editor or viewer")
+    created_at: str
+
+
+class ProjectList(BaseModel):
+    projects: list[ProjectOut]
+
+
+class MemberAdd(Body):
+    email: str = Field(min_length=3, max_length=254)
+    role: Literal["owner", "editor", "viewer"]
+
+
+class MemberChange(Body):
+    role: Literal["owner", "editor", "viewer"]
+
+
+class MemberOut(BaseModel):
+    user_id: int
+    email: str
+    name: str
+    role: str
+
+
+class InvitationOut(BaseModel):
+    id: int
+    project_id: int
+    project_name: str
+    email: str
+    role: str
+    expires_at: str
+    accept_url: str | None = Field(
+        None, description="Only in the answer that made it: the link to copy (shown once)"
+    )
+
+
+class MemberList(BaseModel):
+    members: list[MemberOut]
+    invitations: list[InvitationOut]
+
+
+class MemberAdded(BaseModel):
+    member: MemberOut | None = None
+    invitation: InvitationOut | None = None
+
+
+class InvitationList(BaseModel):
+    invitations: list[InvitationOut]
+
+
+class InvitationAccept(Body):
+    token: str = Field(min_length=1, max_length=200)
+
+
+class ChatProjectChange(Body):
+    project_id: ProjectId

@@ -8,6 +8,7 @@ import pytest
 from werkzeug.routing import AnyConverter
 
 from app.accounts.models import ApiToken, User
+from app.accounts.projects import add_member, create_project
 from app.agents.models import Guideline
 from app.chat.models import Conversation, Run
 from app.mcp.models import McpServer
@@ -54,8 +55,12 @@ def bobs_ids(app, auth):
             ),
         ]
         session.add_all(rows)
+        shared = create_project(session, bob, "Bob's team")
+        invited = add_member(session, shared.id, bob, "carol@example.com", "editor")
         session.commit()
         return {
+            "project_id": shared.id,
+            "token": invited.token,  # Carol's invitation: not Ada's to see or accept
             "conversation_id": conversation.id,
             "offer_id": offer.id,
             "persona_id": rows[0].id,

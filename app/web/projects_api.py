@@ -1,0 +1,338 @@
+"""Projects as JSON (docs/CONTRACT.md, "Projects"): a person's projects, their members and
+roles, invitations, and which project a chat works in. Who may do what is decided in one
+place (app/accounts/projects.py): a non-member is answered 404, as for an id that does
+not exist; a member whose role does not allow it, 403 PROJECT_ROLE."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify, request, url_for
+from flask_login import current_user, login_required
+from sqlalchemy import delete, select
+
+from app.accounts import projects as rules
+from app.accounts.models import User
+from app.accounts.project_models import Project, ProjectInvitation, ProjectMember
+from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
+from app.db import read_transaction
+from app.error_codes import ErrorCode
+from app.web.access import owned_or_404
+from app.web.api import body_of
+from app.web.errors import ApiError
+from app.web.identity import db_session
+from app.web.openapi import documented
+from app.web.shapes import (
+    ChatCreated,
+    ChatProjectChange,
+    InvitationAccept,
+    InvitationList,
+    MemberAdd,
+    MemberAdded,
+    MemberChange,
+    MemberList,
+    MemberOut,
+    ProjectCreate,
+    ProjectList,
+    ProjectOut,
+)
+from app.web.socket_access import announce_left_project
+from app.workspace.models import Attachment
+
+bp = Blueprint("projects_api", __name__, url_prefix="/api")
+
+ROLE = (ErrorCode.PROJECT_ROLE,)
+
+
+def _refused(refusal: rules.ProjectRefused) -> ApiError:
+    return ApiError(refusal.status, refusal.message, refusal.code, field=refusal.field)
+
+
+def _require(project_id: int, action: str) -> str:
+    try:
+        return rules.require(db_session(), current_user.id, project_id, action)
+    except rules.ProjectRefused as refusal:
+        raise _refused(refusal) from None
+
+
+def project_dict(project: Project, role: str) -> dict:
+    return ProjectOut.model_validate(
+        {
+            "id": project.id,
+            "name": project.name,
+            "personal": project.personal,
+            "role": role,
+            "created_at": project.created_at.isoformat() + "Z",
+        }
+    ).model_dump(mode="json")
+
+
+def _member_dict(member: ProjectMember, user: User) -> dict:
+    return {"user_id": user.id, "email": user.email, "name": user.name, "role": member.role}
+
+
+def _invitation_dict(invitation: ProjectInvitation, project: Project, token: str = "") -> dict:
+    data = {
+        "id": invitation.id,
+        "project_id": project.id,
+        "project_name": project.name,
+        "email": invitation.email,
+        "role": invitation.role,
+        "expires_at": invitation.expires_at.isoformat() + "Z",
+    }
+    if token:
+        data["accept_url"] = url_for("projects.invitation", token=token, _external=True)
+    return data
+
+
+# -- projects ---------------------------------------------------------------------------------
+
+
+@bp.get("/projects")
+@documented("GET", "Your projects, with your role in each", response=ProjectList)
+@login_required
+def list_projects():
+    session = db_session()
+    with read_transaction(session):
+        mine = rules.projects_of(session, current_user.id)
+        return jsonify({"projects": [project_dict(p, role) for p, role in mine]})
+
+
+@bp.post("/projects")
+@documented(
+    "POST",
+    "Create a project (you are its owner)",
+    response=ProjectOut,
+    status=201,
+    body=ProjectCreate,
+)
+@login_required
+def create_project():
+    body = body_of(ProjectCreate)
+    session = db_session()
+    try:
+        project = rules.create_project(session, current_user.id, body.name)
+    except rules.ProjectRefused as refusal:
+        raise _refused(refusal) from None
+    session.commit()
+    return jsonify(project_dict(project, rules.OWNER)), 201
+
+
+@bp.get("/projects/<int:project_id>")
+@documented("GET", "One of your projects", response=ProjectOut)
+@login_required
+def get_project(project_id: int):
+    session = db_session()
+    with read_transaction(session):
+        role = _require(project_id, rules.READ)
+        return jsonify(project_dict(session.get_one(Project, project_id), role))
+
+
+@bp.patch("/projects/<int:project_id>")
+@documented(
+    "PATCH", "Rename a project (owners)", response=ProjectOut, body=ProjectCreate, errors=ROLE
+)
+@login_required
+def rename_project(project_id: int):
+    request.get_data(cache=True)  # read before the database is
+    session = db_session()
+    role = _require(project_id, rules.MANAGE)
+    body = body_of(ProjectCreate)
+    project = session.get_one(Project, project_id)
+    project.name = rules.clean_name(body.name)
+    session.commit()
+    return jsonify(project_dict(project, role))
+
+
+@bp.delete("/projects/<int:project_id>")
+@documented(
+    "DELETE",
+    "Delete a project with its workspace and chats (owners; not a personal project)",
+    status=204,
+    errors=(*ROLE, ErrorCode.CONFLICT),
+)
+@login_required
+def delete_project(project_id: int):
+    session = db_session()
+    _require(project_id, rules.MANAGE)
+    project = session.get_one(Project, project_id)
+    if project.personal:
+        raise ApiError(409, "A personal project cannot be deleted.", ErrorCode.CONFLICT)
+    members = list(
+        session.scalars(select(ProjectMember.user_id).where(ProjectMember.project_id == project_id))
+    )
+    chats = select(Conversation.id).where(Conversation.project_id == project_id)
+    runs = list(
+        session.scalars(
+            select(Run.id).where(
+                Run.conversation_id.in_(chats), Run.status.in_(ACTIVE_RUN_STATUSES)
+            )
+        )
+    )
+    # One transaction: the chats' attachments, then the project (the database's ON DELETE
+    # rules take its members, invitations, workspace and chats with it).
+    session.execute(delete(Attachment).where(Attachment.conversation_id.in_(chats)))
+    session.expunge(project)
+    session.execute(delete(Project).where(Project.id == project_id))
+    session.commit()
+    cancellations = current_app.extensions["services"].cancellations
+    for run_id in runs:  # they stop at their next event
+        cancellations.add(run_id)
+    for user_id in members:
+        announce_left_project(user_id, project_id)
+    return "", 204
+
+
+# -- members and invitations -----------------------------------------------------------------
+
+
+@bp.get("/projects/<int:project_id>/members")
+@documented("GET", "A project's members and open invitations", response=MemberList)
+@login_required
+def list_members(project_id: int):
+    session = db_session()
+    with read_transaction(session):
+        role = _require(project_id, rules.READ)
+        project = session.get_one(Project, project_id)
+        members = [_member_dict(m, u) for m, u in rules.members_of(session, project_id)]
+        invitations = []
+        if role == rules.OWNER:  # addresses not yet members: the owners' to see
+            pending = session.scalars(
+                select(ProjectInvitation).where(
+                    ProjectInvitation.project_id == project_id,
+                    ProjectInvitation.accepted_at.is_(None),
+                )
+            )
+            invitations = [_invitation_dict(i, project) for i in pending]
+        return jsonify({"members": members, "invitations": invitations})
+
+
+@bp.post("/projects/<int:project_id>/members")
+@documented(
+    "POST",
+    "Add a member by email (owners): at once for an account, else an invitation to copy",
+    response=MemberAdded,
+    status=201,
+    body=MemberAdd,
+    errors=(*ROLE, ErrorCode.CONFLICT),
+)
+@login_required
+def add_member(project_id: int):
+    request.get_data(cache=True)
+    session = db_session()
+    _require(project_id, rules.MANAGE)
+    body = body_of(MemberAdd)
+    try:
+        added = rules.add_member(session, project_id, current_user.id, body.email, body.role)
+    except rules.ProjectRefused as refusal:
+        session.rollback()
+        raise _refused(refusal) from None
+    session.commit()
+    if added.member is not None:
+        user = session.get_one(User, added.member.user_id)
+        return jsonify({"member": _member_dict(added.member, user)}), 201
+    assert added.invitation is not None
+    project = session.get_one(Project, project_id)
+    return jsonify({"invitation": _invitation_dict(added.invitation, project, added.token)}), 201
+
+
+@bp.patch("/projects/<int:project_id>/members/<int:user_id>")
+@documented(
+    "PATCH",
+    "Change a member's role (owners; a project keeps at least one owner: 409)",
+    response=MemberOut,
+    body=MemberChange,
+    errors=(*ROLE, ErrorCode.CONFLICT),
+)
+@login_required
+def change_member(project_id: int, user_id: int):
+    request.get_data(cache=True)
+    session = db_session()
+    _require(project_id, rules.MANAGE)
+    body = body_of(MemberChange)
+    try:
+        member = rules.change_role(session, project_id, user_id, body.role)
+    except rules.ProjectRefused as refusal:
+        session.rollback()
+        raise _refused(refusal) from None
+    session.commit()
+    return jsonify(_member_dict(member, session.get_one(User, user_id)))
+
+
+@bp.delete("/projects/<int:project_id>/members/<int:user_id>")
+@documented(
+    "DELETE",
+    "Remove a member (owners; not the last owner: 409); their sockets on its chats close",
+    status=204,
+    errors=(*ROLE, ErrorCode.CONFLICT),
+)
+@login_required
+def remove_member(project_id: int, user_id: int):
+    session = db_session()
+    _require(project_id, rules.MANAGE)
+    try:
+        rules.remove_member(session, project_id, user_id)
+    except rules.ProjectRefused as refusal:
+        session.rollback()
+        raise _refused(refusal) from None
+    session.commit()
+    announce_left_project(user_id, project_id)
+    return "", 204
+
+
+@bp.get("/invitations")
+@documented("GET", "The open invitations to your address", response=InvitationList)
+@login_required
+def list_invitations():
+    session = db_session()
+    with read_transaction(session):
+        found = rules.open_invitations(session, current_user.email)
+        return jsonify({"invitations": [_invitation_dict(i, p) for i, p in found]})
+
+
+@bp.post("/invitations")
+@documented(
+    "POST",
+    "Accept an invitation by its token (only the invited address's account; once)",
+    response=ProjectOut,
+    status=201,
+    body=InvitationAccept,
+    errors=(ErrorCode.NOT_FOUND, ErrorCode.CONFLICT),
+)
+@login_required
+def accept_invitation():
+    body = body_of(InvitationAccept)
+    session = db_session()
+    try:
+        member = rules.accept_invitation(session, current_user, body.token)
+    except rules.ProjectRefused as refusal:
+        session.rollback()
+        raise _refused(refusal) from None
+    session.commit()
+    return jsonify(project_dict(session.get_one(Project, member.project_id), member.role)), 201
+
+
+# -- a chat's project --------------------------------------------------------------------------
+
+
+@bp.patch("/chats/<int:conversation_id>")
+@documented(
+    "PATCH",
+    "Change a chat: its project (a project of yours; the chat works in it from then on)",
+    response=ChatCreated,
+    body=ChatProjectChange,
+)
+@login_required
+def change_chat_project(conversation_id: int):
+    request.get_data(cache=True)
+    conversation = owned_or_404(Conversation, conversation_id)
+    body = body_of(ChatProjectChange)
+    set_chat_project(conversation, body.project_id)
+    db_session().commit()
+    return jsonify({"id": conversation.id})
+
+
+def set_chat_project(conversation: Conversation, project_id: int) -> None:
+    """The chat works in `project_id` from its next run on (a member's, any role: a
+    viewer's chat reads without writing). For the lead to merge into PATCH /api/chats/<id>."""
+    _require(project_id, rules.READ)
+    conversation.project_id = project_id
+    conversation.project_chosen = True
