@@ -26,7 +26,12 @@ from app.web.socket_access import SocketAccess
 
 
 class AccessGone(Exception):
-    """The socket's session or token no longer lets anyone in: it closes (1008)."""
+    """The socket's session or token no longer lets anyone in: it closes (1008), saying
+    `message` when it is not the way in's own (the person left the chat's project)."""
+
+    def __init__(self, message: str = ""):
+        super().__init__(message)
+        self.message = message
 
 
 class CatchUpBudget:

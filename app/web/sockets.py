@@ -70,6 +70,7 @@ def same_origin(origin: str, expected: str) -> bool:
 # Why a socket was refused at once (its close reason, code 1008; docs/CONTRACT.md).
 NO_CREDENTIALS = "Log in, or send an API token (Authorization: Bearer <token>)."
 BAD_TOKEN = "This API token is not valid: it was revoked, it expired, or it is mistyped."
+LEFT_PROJECT = "You are no longer a member of this chat's project."
 NO_SUCH_CHAT = "No such chat."  # not yours, or absent: never which
 
 
@@ -138,9 +139,9 @@ def chat_socket(ws, conversation_id: int):
             return
         try:
             _serve(ws, services, conversation_id, access)
-        except AccessGone:
+        except AccessGone as gone:
             if ws.connected:
-                _refuse(ws, POLICY_VIOLATION, access.ended_message)
+                _refuse(ws, POLICY_VIOLATION, gone.message or access.ended_message)
 
 
 # How long a refused socket waits for the client's answer to its close. Returning sooner
@@ -267,8 +268,9 @@ def _without_access_ended(access: SocketAccess, batch: list) -> list:
     when one ends this socket's way in."""
     if not any(isinstance(event, AccessEnded) for event in batch):
         return batch
-    if any(isinstance(event, AccessEnded) and access.ended_by(event) for event in batch):
-        raise AccessGone
+    for event in batch:
+        if isinstance(event, AccessEnded) and access.ended_by(event):
+            raise AccessGone(LEFT_PROJECT if event.project_id is not None else "")
     return [event for event in batch if not isinstance(event, AccessEnded)]
 
 

@@ -181,3 +181,35 @@ def test_a_session_ended_in_another_process_closes_the_socket(make_app, app, ser
     _serving(ws)
     assert other_auth.logout().status_code == 302
     assert _closed(ws).reason == 1008
+
+
+def test_removing_a_member_closes_their_sockets_on_the_projects_chats_only(
+    app, server, client, auth, ada
+):
+    from app.accounts.projects import add_member, create_project
+    from app.chat.conversations import create_conversation
+
+    owner = auth.create("owner@example.com")
+    with app.extensions["database"].session() as session:
+        project = create_project(session, owner, "Team")
+        add_member(session, project.id, owner, "ada@example.com", "editor")
+        team_chat = create_conversation(session, ada["id"], project_id=project.id).id
+        session.commit()
+    on_team = _connect(server, team_chat, token=ada["token"])
+    on_personal = _connect(server, ada["chat"], token=ada["token"])
+    try:
+        _serving(on_team)
+        _serving(on_personal)
+        owner_token = add_token(app, owner)[1]
+        removed = client.delete(
+            f"/api/projects/{project.id}/members/{ada['id']}",
+            headers={"Authorization": f"Bearer {owner_token}"},
+        )
+        assert removed.status_code == 204
+        closed = _closed(on_team)
+        assert closed.reason == 1008 and "no longer a member" in closed.message
+        assert _serving(on_personal)[-1]["type"] == "conversation"
+        again = _connect(server, team_chat, token=ada["token"])
+        assert _closed(again).reason == 1008  # refused from now on
+    finally:
+        on_personal.close()
