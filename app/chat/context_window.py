@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.accounts.projects import project_note
+from app.accounts.projects import member_project_ids, project_note
 from app.chat.compaction import Summarizer, rows_to_compact, save_summary
 from app.chat.fitting import fit_messages
 from app.chat.history import (
@@ -99,7 +99,12 @@ class HostRequestBuilder:
         person's instructions and facts, when the caller read them already."""
         settings = self.services.settings
         conversation = session.get_one(Conversation, self.conversation_id)
-        tools = tools_for_step(self.registry or self.services.tools, conversation.tool_phase)
+        ask_project = not conversation.project_chosen and (
+            len(member_project_ids(session, conversation.user_id)) > 1
+        )
+        tools = tools_for_step(
+            self.registry or self.services.tools, conversation.tool_phase, ask_project
+        )
         tail = load_tail(session, conversation, settings.history_message_cap)
         instructions, facts = memory or read_memory(session, conversation.user_id)
         system = build_system_prompt(

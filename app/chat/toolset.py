@@ -9,6 +9,7 @@ from app.mcp.servers import servers_for
 from app.mcp.targets import signed_in_server_ids
 from app.tools.mcp_tools import server_tools
 from app.tools.registry import Tool, ToolRegistry
+from app.tools.ui import SELECT_PROJECT
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -27,8 +28,15 @@ def run_tools(session: Session, services: RunServices, user_id: int) -> ToolRegi
     return services.tools.extended(outside) if outside else services.tools
 
 
-def tools_for_step(registry: ToolRegistry, phase: str) -> list[Tool]:
-    return [tool for tool in registry.all() if tool.phase == "discovery" or phase == "build"]
+def tools_for_step(registry: ToolRegistry, phase: str, ask_project: bool = False) -> list[Tool]:
+    """The tools offered at this step. `ask_project`: the person is in several projects
+    and the chat's was never chosen, so select_project is offered (else it is not)."""
+    return [
+        tool
+        for tool in registry.all()
+        if (tool.phase == "discovery" or phase == "build")
+        and (ask_project or tool.name != SELECT_PROJECT)
+    ]
 
 
 def capability_notes(tools: list[Tool]) -> str:

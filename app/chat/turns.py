@@ -38,6 +38,7 @@ from app.kinds import CardStatus, RowKind
 from app.row_meta import Card, UserMeta
 from app.tools.context import ToolContext
 from app.tools.results import ToolFailure
+from app.tools.ui import SELECT_PROJECT
 from app.workspace.attachments import file_chips, note_for
 
 
@@ -311,10 +312,14 @@ def submit_tool_response(
             answer["user_message"] = result["user_message"][:2000]
         status = CardStatus.DISMISSED
     else:
-        problem = _check_answer(session, services, conversation.id, user_id, card, result)
+        problem = _check_answer(session, services, conversation, user_id, card, result)
         if problem:
             raise TurnRejected(400, ErrorCode.INVALID_ANSWER, problem)
         answer, status = result, CardStatus.ANSWERED
+        if card["tool"] == SELECT_PROJECT:
+            # The chat works in the chosen project from the resumed run on.
+            conversation.project_id = result["project_id"]
+            conversation.project_chosen = True
         if card.get("resume"):
             # A tool's own question mid-call: the resumed run goes on with the call (as
             # an approved confirmation), whose result the model then reads.
@@ -364,7 +369,7 @@ def _answer_confirmation(
 def _check_answer(
     session: Session,
     services: RunServices,
-    conversation_id: int,
+    conversation: Conversation,
     user_id: int,
     card: Card,
     result: dict[str, Any],
@@ -377,11 +382,12 @@ def _check_answer(
     context = ToolContext(
         session=session,
         user_id=user_id,
-        conversation_id=conversation_id,
+        conversation_id=conversation.id,
         run_id=0,
         services=services,
         emit=lambda _event: None,
         tool_use_id=card["toolUseId"],
+        chat_project_id=conversation.project_id,  # the answer's ids are the chat's project's
     )
     try:
         return tool.check_response(context, card, result)

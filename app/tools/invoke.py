@@ -45,8 +45,10 @@ def invoke(
         raise RuntimeError(f"{tool.name} was called with a transaction open")
     secrets = [context.settings.anthropic_api_key]
     refused = _role_refusal(tool, context)
+    # The role's read ends here: a handler may do slow work first (a fetch), holding no
+    # transaction (on SQLite, no write lock) across it.
+    context.session.rollback()
     if refused is not None:
-        context.session.rollback()
         return ToolResult(refused, is_error=True)
     try:
         if answered is not None and tool.on_answered is not None:
