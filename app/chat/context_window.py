@@ -99,11 +99,9 @@ class HostRequestBuilder:
         person's instructions and facts, when the caller read them already."""
         settings = self.services.settings
         conversation = session.get_one(Conversation, self.conversation_id)
-        ask_project = not conversation.project_chosen and (
-            len(member_project_ids(session, conversation.user_id)) > 1
-        )
+        registry = self.registry or self.services.tools
         tools = tools_for_step(
-            self.registry or self.services.tools, conversation.tool_phase, ask_project
+            registry, conversation.tool_phase, _asks_project(session, conversation)
         )
         tail = load_tail(session, conversation, settings.history_message_cap)
         instructions, facts = memory or read_memory(session, conversation.user_id)
@@ -192,3 +190,11 @@ class Draft:
         request = {**self.request, "messages": messages}
         estimate = math.ceil(estimate_messages(messages) * self.factor) + self.fixed
         return PreparedRequest(request=request, estimated_input=estimate, notices=notices)
+
+
+def _asks_project(session: Session, conversation: Conversation) -> bool:
+    """Whether select_project is offered: the person is in several projects and the
+    chat's project was never chosen."""
+    if conversation.project_chosen:
+        return False
+    return len(member_project_ids(session, conversation.user_id)) > 1

@@ -62,8 +62,7 @@ class ToolCalls:
         registry: ToolRegistry | None = None,
     ):
         self.services = services
-        # The run's tools: the process's own and the person's MCP servers' (chat/toolset.py).
-        self.registry = registry or services.tools
+        self.registry = registry or services.tools  # with the person's MCP servers' tools
         self.state = state
         self.ids = state.ids
         self.frames = frames

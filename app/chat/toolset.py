@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from app.mcp.servers import servers_for
 from app.mcp.targets import signed_in_server_ids
 from app.tools.mcp_tools import server_tools
+from app.tools.project_choice import SELECT_PROJECT
 from app.tools.registry import Tool, ToolRegistry
-from app.tools.ui import SELECT_PROJECT
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session

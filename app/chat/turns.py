@@ -37,8 +37,8 @@ from app.error_codes import ErrorCode
 from app.kinds import CardStatus, RowKind
 from app.row_meta import Card, UserMeta
 from app.tools.context import ToolContext
+from app.tools.project_choice import SELECT_PROJECT
 from app.tools.results import ToolFailure
-from app.tools.ui import SELECT_PROJECT
 from app.workspace.attachments import file_chips, note_for
 
 

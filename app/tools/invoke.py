@@ -45,9 +45,6 @@ def invoke(
         raise RuntimeError(f"{tool.name} was called with a transaction open")
     secrets = [context.settings.anthropic_api_key]
     refused = _role_refusal(tool, context)
-    # The role's read ends here: a handler may do slow work first (a fetch), holding no
-    # transaction (on SQLite, no write lock) across it.
-    context.session.rollback()
     if refused is not None:
         return ToolResult(refused, is_error=True)
     try:
@@ -95,6 +92,9 @@ def _role_refusal(tool: Tool, context: ToolContext) -> str | None:
     """What the person's role in the chat's project refuses of this call (read at the
     call: a member removed or made a viewer mid-run is refused from the next call)."""
     role = context.role
+    # The role's read ends here: a handler may do slow work first (a fetch), holding no
+    # transaction (on SQLite, no write lock) across it.
+    context.session.rollback()
     if role is None:
         return "You are no longer a member of this chat's project."
     if tool.writes and not allows(role, WRITE):

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 from pydantic import Field
 from sqlalchemy import func, select
 
-from app.accounts.projects import projects_of
 from app.row_meta import Card
 from app.tools.context import ToolContext
 from app.tools.questionnaire import MAX_OPTIONS, card, check_card_answer, option, step
@@ -478,54 +477,4 @@ def ask_user(ctx: ToolContext, args: AskInput) -> Pause:
         only = step("answer", question, "text", placeholder="Type your answer")
     return Pause(
         card(question, [only], submit_label="Send", result_key="value", free_text_key="text")
-    )
-
-
-# --- the chat's project ---------------------------------------------------------------------
-
-SELECT_PROJECT = "select_project"
-
-
-def check_project_answer(ctx: ToolContext, card_spec: Card, result: Any) -> str | None:
-    """The answer names a project the person is a member of (now, not when asked)."""
-    if not isinstance(result, dict) or "project_id" not in result:
-        return "The answer must include 'project_id'."
-    chosen = result["project_id"]
-    mine = {project.id for project, _role in projects_of(ctx.session, ctx.user_id)}
-    if isinstance(chosen, bool) or not isinstance(chosen, int) or chosen not in mine:
-        return f"No project with id {chosen} was found."
-    return None
-
-
-@REGISTRY.tool(
-    name=SELECT_PROJECT,
-    description=(
-        "Ask the person which of their projects this chat is about, as cards. Use it when "
-        "they belong to several projects and their request does not say which workspace it "
-        'concerns. The run pauses; you get {"project_id": <id>} back, and from then on this '
-        "chat reads and writes that project's workspace."
-    ),
-    note="select_project: ask which of the person's projects this chat works in.",
-    category=UI,
-    input=PromptInput,
-    check_response=check_project_answer,
-    label="Asked you to choose a project",
-)
-def select_project(ctx: ToolContext, args: PromptInput) -> Pause:
-    options = [
-        option(
-            project.id,
-            "Personal" if project.personal else project.name,
-            f"Your role: {role}",
-        )
-        for project, role in projects_of(ctx.session, ctx.user_id)
-    ][:MAX_OPTIONS]
-    steps = [step("project", "Project", "single", options)]
-    return Pause(
-        card(
-            _title(args, "Which project is this chat for?"),
-            steps,
-            submit_label="Use this project",
-            result_key="project_id",
-        )
     )

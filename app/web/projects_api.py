@@ -20,8 +20,7 @@ from app.web.api import body_of
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.web.openapi import documented
-from app.web.shapes import (
-    ChatCreated,
+from app.web.project_shapes import (
     ChatProjectChange,
     InvitationAccept,
     InvitationList,
@@ -34,6 +33,7 @@ from app.web.shapes import (
     ProjectList,
     ProjectOut,
 )
+from app.web.shapes import ChatCreated
 from app.web.socket_access import announce_left_project
 from app.workspace.models import Attachment
 
