@@ -361,3 +361,17 @@ def test_every_role_gets_the_documented_answer_on_every_project_route(app, clien
                 assert str(status) == expected, where
             checked += 1
     assert checked >= 200
+
+
+def test_the_chat_page_names_the_project_for_a_person_in_several(app, client, auth):
+    auth.create()
+    auth.login()
+    chat = client.post("/api/chats", json={}, headers=auth.headers()).get_json()["id"]
+    assert 'id="chat-project"' not in client.get(f"/chats/{chat}").get_data(as_text=True)
+    team = client.post("/api/projects", json={"name": "Launch team"}, headers=auth.headers())
+    team_chat = client.post(
+        "/api/chats", json={"project_id": team.get_json()["id"]}, headers=auth.headers()
+    ).get_json()["id"]
+    page = client.get(f"/chats/{team_chat}").get_data(as_text=True)
+    assert "Project: </span>Launch team</span>" in page
+    assert "Project: </span>Personal</span>" in client.get(f"/chats/{chat}").get_data(as_text=True)
