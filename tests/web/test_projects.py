@@ -375,3 +375,35 @@ def test_the_chat_page_names_the_project_for_a_person_in_several(app, client, au
     page = client.get(f"/chats/{team_chat}").get_data(as_text=True)
     assert "Project: </span>Launch team</span>" in page
     assert "Project: </span>Personal</span>" in client.get(f"/chats/{chat}").get_data(as_text=True)
+
+
+def test_the_workspace_pages_show_the_project_switched_to(app, client, auth):
+    from tests.factories import csrf_token_from
+
+    auth.create("owner@example.com")
+    auth.create()
+    auth.login()
+    assert "project-switch" not in client.get("/workspace/offers").get_data(as_text=True)
+    with app.extensions["database"].session() as session:
+        owner = session.scalar(select(User.id).where(User.email == "owner@example.com"))
+        ada = session.scalar(select(User.id).where(User.email == "ada@example.com"))
+        team = create_project(session, owner, "Launch team")
+        session.add(ProjectMember(project_id=team.id, user_id=ada, role="viewer"))
+        session.add(Offer(user_id=owner, project_id=team.id, name="Team Offer"))
+        team_id = team.id
+        session.commit()
+    page = client.get("/workspace/offers").get_data(as_text=True)
+    assert "Launch team (viewer)" in page and "Team Offer" not in page
+    switched = client.post(
+        "/projects/current",
+        data={"project_id": team_id, "next": "/workspace/offers", "csrf_token": auth.csrf},
+    )
+    assert switched.status_code == 302 and switched.location.endswith("/workspace/offers")
+    assert "Team Offer" in client.get("/workspace/offers").get_data(as_text=True)
+    form = client.get("/workspace/offers/new").get_data(as_text=True)
+    refused = client.post(
+        "/workspace/offers/new", data={"name": "Mine", "csrf_token": csrf_token_from(form)}
+    )
+    assert refused.status_code == 403  # a viewer adds nothing to the team's workspace
+    foreign = client.post("/projects/current", data={"project_id": 999999, "csrf_token": auth.csrf})
+    assert foreign.status_code == 404
