@@ -129,20 +129,21 @@ def projects_of(session: Session, user_id: int) -> list[tuple[Project, str]]:
     return [(project, role) for project, role in rows]
 
 
-def project_note(session: Session, user_id: int, project_id: int) -> str:
-    """What the host's system prompt says of the chat's project: nothing for a person
-    whose only project is their personal one (today's prompt), else its name and role."""
+def project_note(session: Session, user_id: int, project_id: int) -> tuple[str, bool]:
+    """What the host's system prompt says of the chat's project (nothing for a person
+    whose only project is their personal one: today's prompt, else its name and role),
+    and whether the person is in several projects. One read."""
     projects = projects_of(session, user_id)
     if len(projects) <= 1:
-        return ""
+        return "", False
     for project, role in projects:
         if project.id == project_id:
             name = "your personal project" if project.personal else f'the project "{project.name}"'
             note = f"## Project\nThis chat works in {name}; your role there is {role}."
             if not allows(role, WRITE):
                 note += " Its workspace can be read but not changed from this chat."
-            return note
-    return ""
+            return note, True
+    return "", True
 
 
 def clean_name(name: object) -> str:

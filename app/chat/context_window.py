@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.accounts.projects import member_project_ids, project_note
+from app.accounts.projects import project_note
 from app.chat.compaction import Summarizer, rows_to_compact, save_summary
 from app.chat.fitting import fit_messages
 from app.chat.history import (
@@ -99,18 +99,13 @@ class HostRequestBuilder:
         person's instructions and facts, when the caller read them already."""
         settings = self.services.settings
         conversation = session.get_one(Conversation, self.conversation_id)
-        registry = self.registry or self.services.tools
-        tools = tools_for_step(
-            registry, conversation.tool_phase, _asks_project(session, conversation)
-        )
+        note, several = project_note(session, conversation.user_id, conversation.project_id)
+        # select_project is offered while a person in several projects never chose one.
+        asks = several and not conversation.project_chosen
+        tools = tools_for_step(self.registry or self.services.tools, conversation.tool_phase, asks)
         tail = load_tail(session, conversation, settings.history_message_cap)
         instructions, facts = memory or read_memory(session, conversation.user_id)
-        system = build_system_prompt(
-            conversation,
-            tools,
-            memory_prompt(instructions, facts),
-            project_note(session, conversation.user_id, conversation.project_id),
-        )
+        system = build_system_prompt(conversation, tools, memory_prompt(instructions, facts), note)
         summarized_up_to = conversation.summarized_up_to_sequence
         if wrap_up:
             system = f"{system}\n\n{WRAP_UP_NOTE}"
@@ -190,11 +185,3 @@ class Draft:
         request = {**self.request, "messages": messages}
         estimate = math.ceil(estimate_messages(messages) * self.factor) + self.fixed
         return PreparedRequest(request=request, estimated_input=estimate, notices=notices)
-
-
-def _asks_project(session: Session, conversation: Conversation) -> bool:
-    """Whether select_project is offered: the person is in several projects and the
-    chat's project was never chosen."""
-    if conversation.project_chosen:
-        return False
-    return len(member_project_ids(session, conversation.user_id)) > 1

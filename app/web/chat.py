@@ -21,12 +21,9 @@ from flask import (
 )
 from flask_login import current_user, login_required
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from app.accounts.models import User
 from app.accounts.onboarding import default_starters, starters_for
-from app.accounts.project_models import VIEWER
-from app.accounts.projects import projects_of
 from app.agents.onboarding import start_generation, starter_writers
 from app.chat.attachments import pending_attachments
 from app.chat.branches import NEVER_BRANCHED, branch_version, shown_rows
@@ -65,6 +62,7 @@ from app.web.extensions import message_rate_limit, welcome_rate_limit
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
+from app.web.projects_pages import project_label
 from app.workspace.attachments import AttachmentRefused, human_size
 from app.workspace.models import Attachment
 
@@ -88,23 +86,8 @@ def _page(conversation: Conversation | None, new_chat: bool = False):
         starters=starters,
         starters_pending=pending,
         branch_version=branch_version(conversation) if conversation else NEVER_BRANCHED,
-        project_label=_project_label(session, conversation),
+        project_label=project_label(session, conversation),
     )
-
-
-def _project_label(session: Session, conversation: Conversation | None) -> str | None:
-    """The chat's project, named in its header for a person in several projects (None:
-    only their personal one, the page as before)."""
-    if conversation is None:
-        return None
-    projects = projects_of(session, current_user.id)
-    if len(projects) <= 1:
-        return None
-    for project, role in projects:
-        if project.id == conversation.project_id:
-            name = "Personal" if project.personal else project.name
-            return name if role != VIEWER else f"{name} (viewer)"
-    return None
 
 
 def _must_onboard() -> bool:

@@ -8,10 +8,12 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask import session as flask_session
 from flask_login import current_user, login_required
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.accounts import projects as rules
 from app.accounts.models import User
-from app.accounts.project_models import Project, ProjectInvitation
+from app.accounts.project_models import VIEWER, Project, ProjectInvitation
+from app.chat.models import Conversation
 from app.db import read_transaction, utcnow
 from app.web.access import PAGE_PROJECT_KEY, page_project_id
 from app.web.forms import ConfirmForm
@@ -96,3 +98,18 @@ def switch():
     if not back.startswith("/workspace/") or "//" in back or "\\" in back:
         back = url_for("workspace.offers")
     return redirect(back)
+
+
+def project_label(session: Session, conversation: Conversation | None) -> str | None:
+    """The chat's project, named in its header for a person in several projects (None:
+    only their personal one, the page as before)."""
+    if conversation is None:
+        return None
+    projects = rules.projects_of(session, current_user.id)
+    if len(projects) <= 1:
+        return None
+    for project, role in projects:
+        if project.id == conversation.project_id:
+            name = "Personal" if project.personal else project.name
+            return name if role != VIEWER else f"{name} (viewer)"
+    return None
