@@ -137,7 +137,7 @@ def _init_views(app: Flask) -> None:
     app.before_request(_check_csrf)
     app.before_request(check_token_scope)
     app.after_request(_security_headers)
-    log_redaction.install()
+    log_redaction.install(app.logger)
 
 
 def _init_templates(app: Flask, settings: Settings) -> None:

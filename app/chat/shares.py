@@ -81,6 +81,10 @@ def create_share(
     transaction with the revoke (the caller commits)."""
     if expires_days is not None and not 1 <= expires_days <= MAX_EXPIRES_DAYS:
         raise ValueError(f"expires_days must be 1..{MAX_EXPIRES_DAYS}")
+    # Two makers at once (PostgreSQL) take turns: each revokes what the other made.
+    session.execute(
+        select(Conversation.id).where(Conversation.id == conversation.id).with_for_update()
+    )
     revoke_share(session, conversation.id)
     raw = secrets.token_urlsafe(32)
     now = utcnow()

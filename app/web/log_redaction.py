@@ -3,7 +3,7 @@
 The token is in the shared page's path, `/s/<token>`, and in the login page's `next`
 (`/login?next=%2Fs%2F<token>`, or a Referer naming it). The request loggers (werkzeug's,
 for Flask's threaded server; gunicorn's access log, when GUNICORN_ACCESS_LOG turns it on)
-write every request line: this filter replaces the token in each of their records before
+write every request line, and Flask names the path of a request that failed: this filter replaces the token in each of their records before
 any handler formats it."""
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ class ShareTokenFilter(logging.Filter):
 _FILTER = ShareTokenFilter()
 
 
-def install() -> None:
-    """Once per process is enough; again is harmless (a logger keeps a filter once)."""
-    for name in REQUEST_LOGGERS:
-        logging.getLogger(name).addFilter(_FILTER)
+def install(app_logger: logging.Logger) -> None:
+    """The request loggers, and the app's own (Flask logs "Exception on <path>" there).
+    Again is harmless: a logger keeps a filter once."""
+    for logger in (*map(logging.getLogger, REQUEST_LOGGERS), app_logger):
+        logger.addFilter(_FILTER)

@@ -293,6 +293,13 @@ def test_the_share_menu_shows_the_link_once_states_expiry_and_revokes(app, chat)
     assert revoked.status_code == 200 and "Not shared" in revoked.get_data(as_text=True)
     assert app.test_client().get(f"/s/{token}").status_code == 404
 
+    # Without script, the new link comes on a page of its own, never expiring.
+    plain = chat.client.post(
+        f"/chats/{chat_id}/share", data={"expires": ""}, headers=chat.auth.headers()
+    )
+    shown = plain.get_data(as_text=True)
+    assert plain.status_code == 201 and LINK.search(shown) and "never expires" in shown
+
 
 # -- continuing in a chat of one's own ------------------------------------------------------
 
@@ -485,5 +492,6 @@ def test_request_logs_never_hold_the_token(app, caplog):
             "%(r)s %(f)s",
             {"r": f"POST /s/{token}/continue HTTP/1.1", "f": f"http://x/login?next=%2Fs%2F{token}"},
         )
+        app.logger.error(f"Exception on /s/{token} [GET]")
     logged = caplog.text
-    assert token not in logged and logged.count("[redacted]") == 3
+    assert token not in logged and logged.count("[redacted]") == 4
