@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 
 from app.chat.models import ChatShare, Conversation, Message
 from app.chat.rows import insert_message, insert_tool_result
+from app.chat.taint import typed_urls, untrusted_sources
 from app.db import utcnow
 from app.kinds import RowKind
 from tests.factories import (
@@ -363,6 +364,13 @@ def test_continuing_copies_the_branch_into_a_chat_the_model_can_go_on_with(
     original = _original(app, chat_id)
     bob = _bob(app, auth)
 
+    # The page offers to continue from the end of each answer but the last (the button
+    # at the top continues from there).
+    page = bob.client.get(f"/s/{token}").get_data(as_text=True)
+    first_end = next(row for row in shown if row["content"] == "You have no offers yet.")
+    offered = re.findall(r'name="sequence" value="(\d+)"', page)
+    assert offered == [str(first_end["sequence"])] and "Continue from here" in page
+
     # From the row whose tool call is answered by the hidden row after it.
     response = _continue(bob, token, look["sequence"])
     copied_id = int(redirect_path(response).rsplit("/", 1)[1])
@@ -391,13 +399,14 @@ def test_continuing_copies_the_branch_into_a_chat_the_model_can_go_on_with(
     assert [row[1] for row in _all_rows(app, whole) if not row[2]] == [
         row["content"] for row in shown
     ]
+    tools = app.extensions["services"].tools
     with database(app).session() as session:
-        taint = session.scalars(
-            select(Message.meta).where(
-                Message.conversation_id == whole, Message.kind == RowKind.TOOL_RESULT
-            )
-        ).all()
-    assert {"tool": "fetch_url", "url": "https://read.example/"} in taint[-1]["untrusted"]
+        # What the taint gate reads: the original's outside content, and the shared words.
+        sources = untrusted_sources(session, whole, tools, None)
+        assert len(sources) == 2 and {"shared_chat": "Offers talk"} in sources
+        assert {"tool": "fetch_url", "url": "https://read.example/"} in sources
+        assert typed_urls(session, whole) == set()  # Bob typed no address there
+        assert typed_urls(session, chat_id) == {"https://typed.example/"}
 
     # The original is untouched.
     assert _original(app, chat_id) == original
