@@ -66,6 +66,9 @@ class ShareState(BaseModel):
 # The Share menu's expiry choices: "" (never) or a number of days.
 EXPIRY_CHOICES = (("", "Never"), ("1", "1 day"), ("7", "7 days"), ("30", "30 days"))
 SHARED_PAGE_ENDPOINTS = frozenset({"share.view", "share.continue_chat"})
+bp.record_once(
+    lambda state: state.app.jinja_env.globals.update(share_expiry_choices=EXPIRY_CHOICES)
+)
 
 
 @bp.after_request
@@ -152,7 +155,6 @@ def _panel(conversation: Conversation, new_link: str | None = None, status: int 
         conversation=conversation,
         share=live_share(db_session(), conversation.id),
         new_link=new_link,
-        expiry_choices=EXPIRY_CHOICES,
     )
     return make_response(html, status)
 
@@ -168,20 +170,22 @@ def chat_share(conversation_id: int) -> ChatShare | None:
 def create_from_page(conversation_id: int):
     """The menu's "Make a link" (form field `expires`: "" or a number of days)."""
     conversation = owned_or_404(Conversation, conversation_id)
-    expires = request.form.get("expires", "")
-    if expires and not (expires.isascii() and expires.isdigit() and len(expires) <= 3):
-        raise ApiError(
-            400, f"Choose when the link expires: never, or in 1 to {MAX_EXPIRES_DAYS} days."
-        )
-    days = int(expires) if expires else None
-    if days is not None and not 1 <= days <= MAX_EXPIRES_DAYS:
-        raise ApiError(
-            400, f"Choose when the link expires: never, or in 1 to {MAX_EXPIRES_DAYS} days."
-        )
+    days = _form_expiry()
     _share, raw = _make(conversation, days)
     if not is_htmx():
         return _panel_page(conversation, _link(raw))
     return _panel(conversation, _link(raw), 201)
+
+
+def _form_expiry() -> int | None:
+    expires = request.form.get("expires", "")
+    if not expires:
+        return None
+    if expires.isascii() and expires.isdigit() and len(expires) <= 3:
+        days = int(expires)
+        if 1 <= days <= MAX_EXPIRES_DAYS:
+            return days
+    raise ApiError(400, f"Choose when the link expires: never, or in 1 to {MAX_EXPIRES_DAYS} days.")
 
 
 @bp.post("/chats/<int:conversation_id>/share/revoke")
