@@ -8,6 +8,8 @@ token replaced (app/web/log_redaction.py)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from flask import (
     Blueprint,
     abort,
@@ -19,7 +21,7 @@ from flask import (
     url_for,
 )
 from flask_login import current_user, login_required
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.chat.models import ChatShare, Conversation
 from app.chat.shares import (
@@ -37,19 +39,23 @@ from app.web.api import body_of
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.web.openapi import documented
-from app.web.shapes import Body, WholeNumber
+from app.web.shapes import Body
 
 bp = Blueprint("share", __name__)
 
 
 # What the API takes and answers (beside its routes: app/web/shapes.py is full).
+
+
+def _whole_number(value: object) -> object:
+    """JSON Schema's integer takes 7.0 as 7 (as app/web/shapes.py's bodies do)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 class ShareCreate(Body):
-    expires_days: WholeNumber | None = Field(
-        None,
-        ge=1,
-        le=MAX_EXPIRES_DAYS,
-        description="Days until the link stops working; none: never",
-    )
+    expires_days: (
+        Annotated[int, Field(ge=1, le=MAX_EXPIRES_DAYS), BeforeValidator(_whole_number)] | None
+    ) = Field(None, description="Days until the link stops working; none: never")
 
 
 class ShareCreated(BaseModel):

@@ -158,7 +158,9 @@ def test_an_owner_makes_reads_replaces_and_revokes_a_link(app, user):
     assert "New answer" in page.get_data(as_text=True)
 
     # A new link replaces the old one, which stops working at once.
-    again = _share(script, chat_id, {"expires_days": 7})
+    again = _share(
+        script, chat_id, {"expires_days": 7.0}
+    )  # a whole number, as JSON Schema reads it
     new_token = _token(again["url"])
     assert visitor.get(f"/s/{token}").status_code == 404
     assert visitor.get(f"/s/{new_token}").status_code == 200
