@@ -155,12 +155,16 @@ def _state(share: ChatShare | None) -> dict:
 # -- the chat page's Share menu (htmx; each answer is the menu's panel) ---------------------
 
 
-def _panel(conversation: Conversation, new_link: str | None = None, status: int = 200):
+def _panel(
+    conversation: Conversation, new_link: str | None = None, status: int = 200, revoked=False
+):
+    """`revoked`: the focus goes to "Make a link" (the Revoke button is gone)."""
     html = render_template(
         "chat/_share.html",
         conversation=conversation,
         share=live_share(db_session(), conversation.id),
         new_link=new_link,
+        revoked=revoked,
     )
     return make_response(html, status)
 
@@ -204,7 +208,7 @@ def revoke_from_page(conversation_id: int):
     session.commit()
     if not is_htmx():
         return redirect(url_for("chat.show", conversation_id=conversation.id), 303)
-    return _panel(conversation)
+    return _panel(conversation, revoked=True)
 
 
 def _panel_page(conversation: Conversation, new_link: str):

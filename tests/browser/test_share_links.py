@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tests.browser.helpers import audit, log_in, new_chat, send_message
+from tests.browser.helpers import audit, log_in, new_chat, send_message, wait_until
 from tests.factories import PASSWORD, add_user
 from tests.fake_model import Turn, text
 
@@ -34,10 +34,17 @@ def test_share_read_logged_out_continue_and_revoke(
     ada.keyboard.press("Enter")
     link = ada.wait_for_selector("#share-link").inner_text()
     assert re.fullmatch(rf"{re.escape(live_server.url)}/s/[A-Za-z0-9_-]{{43}}", link)
-    assert ada.is_visible("#share-panel button:has-text('Copy')")
+    # The Copy button has the focus (the button that made the link was swapped away).
+    wait_until(ada, "document.activeElement.textContent === 'Copy'")
     assert "expires on" in ada.inner_text("#share-state")
     assert audit(ada) == []
     assert ada.evaluate("document.documentElement.scrollWidth") <= 390
+    # Esc closes the menu, its button keeping the focus; Enter opens it again.
+    ada.keyboard.press("Escape")
+    ada.wait_for_selector("#share-panel", state="hidden")
+    assert ada.evaluate("document.activeElement.closest('#share-menu') !== null")
+    ada.keyboard.press("Enter")
+    ada.wait_for_selector("#share-panel", state="visible")
 
     # Logged out, the link reads the chat; the way to continue is to log in.
     reader = browser.new_context(**PHONE).new_page()
@@ -60,5 +67,6 @@ def test_share_read_logged_out_continue_and_revoke(
     ada.focus("#share-panel .share-revoke")
     ada.keyboard.press("Enter")
     ada.wait_for_selector("#share-state:has-text('Not shared')")
+    wait_until(ada, "document.activeElement.textContent === 'Make a link'")  # once settled
     gone = reader.goto(link)
     assert gone is not None and gone.status == 404
