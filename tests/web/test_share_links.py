@@ -184,12 +184,12 @@ def test_an_owner_makes_reads_replaces_and_revokes_a_link(app, user):
     assert count(app, ChatShare) == 0
 
 
-@pytest.mark.parametrize("days", [0, 366, -1, "7", 1.5, True])
-def test_an_expiry_out_of_range_is_400_and_makes_no_link(app, chat, days):
+def test_an_expiry_out_of_range_is_400_and_makes_no_link(app, chat):
     chat_id = chat.new_chat("Mine")
-    response = chat.post(f"/api/chats/{chat_id}/share", {"expires_days": days})
-    assert json_error(response, 400) == "INVALID_FIELD"
-    assert response.get_json()["error"]["field"] == "expires_days"
+    for days in (0, 366, -1, "7", 1.5, True):
+        response = chat.post(f"/api/chats/{chat_id}/share", {"expires_days": days})
+        assert json_error(response, 400) == "INVALID_FIELD", days
+        assert response.get_json()["error"]["field"] == "expires_days"
     assert count(app, ChatShare) == 0
 
 
@@ -437,19 +437,15 @@ def test_continuing_refused_leaves_nothing_behind(app, chat, auth, fake_model):
     before = snapshot(app)
 
     # A row that is not shown on the branch, and a post without its CSRF token.
-    assert (
-        bob.client.post(
-            f"/s/{token}/continue", data={"csrf_token": csrf, "sequence": "99"}
-        ).status_code
-        == 404
-    )
+    missing = {"csrf_token": csrf, "sequence": "99"}
+    assert bob.client.post(f"/s/{token}/continue", data=missing).status_code == 404
     assert bob.client.post(f"/s/{token}/continue", data={}).status_code == 400
+    assert snapshot(app) == before
     # A revoked link.
     chat.client.delete(f"/api/chats/{chat_id}/share", headers=chat.auth.headers())
-    revoked_snapshot = snapshot(app)
+    revoked = snapshot(app)
     assert bob.client.post(f"/s/{token}/continue", data={"csrf_token": csrf}).status_code == 404
-    assert snapshot(app) == revoked_snapshot
-    assert before["conversations"] == revoked_snapshot["conversations"]
+    assert snapshot(app) == revoked
 
 
 def test_a_logged_out_reader_logs_in_and_comes_back(app, chat, auth):
