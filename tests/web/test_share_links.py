@@ -22,12 +22,14 @@ from tests.factories import (
     add_conversation,
     add_token,
     csrf_token_from,
+    user_id_of,
 )
 from tests.fake_model import Turn, text, tool_use
 from tests.web.helpers import (
     bearer,
     count,
     database,
+    fetch,
     json_error,
     redirect_path,
     sha256,
@@ -465,6 +467,18 @@ def test_a_logged_out_reader_logs_in_and_comes_back(app, chat, auth):
     assert redirect_path(logged_in) == f"/s/{token}"
     page = visitor.get(f"/s/{token}").get_data(as_text=True)
     assert "Continue in a chat of my own" in page
+
+    # A script continues with a bearer token of the `chat` scope (a `read` one may not).
+    bob = user_id_of(app, "bob@example.com")
+    _, reader = add_token(app, bob, scopes=("read",))
+    script = app.test_client()
+    refused = script.post(f"/s/{token}/continue", headers=bearer(reader))
+    assert json_error(refused, 403) == "INSUFFICIENT_SCOPE"
+    _, writer = add_token(app, bob, scopes=("chat",))
+    continued = script.post(f"/s/{token}/continue", headers=bearer(writer))
+    assert continued.status_code == 303
+    copied = int(redirect_path(continued).rsplit("/", 1)[1])
+    assert fetch(app, Conversation, copied).user_id == bob
 
 
 def test_continuing_over_https_needs_the_csrf_token_but_no_referer(app, chat, auth):
