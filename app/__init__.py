@@ -123,7 +123,7 @@ def _init_cors(app: Flask) -> None:
 def _init_views(app: Flask) -> None:
     """Routes, error handlers, commands and the request hooks."""
     from app.cli import register_commands
-    from app.web import input_gate
+    from app.web import input_gate, log_redaction
     from app.web.errors import register_error_handlers
     from app.web.scopes import check_token_scope
 
@@ -137,6 +137,7 @@ def _init_views(app: Flask) -> None:
     app.before_request(_check_csrf)
     app.before_request(check_token_scope)
     app.after_request(_security_headers)
+    log_redaction.install(app.logger)
 
 
 def _init_templates(app: Flask, settings: Settings) -> None:
@@ -201,6 +202,7 @@ def _register_blueprints(app: Flask) -> None:
         openapi,
         search,
         settings_page,
+        share,
         sockets,
         workspace,
         workspace_api,
@@ -219,6 +221,7 @@ def _register_blueprints(app: Flask) -> None:
         mcp_server,
         search,
         export,
+        share,
         workspace_api,
         openapi,
         sockets,
@@ -234,7 +237,24 @@ def _check_csrf() -> None:
         return
     if request.path == "/mcp":
         return  # it takes only a bearer token: a browser's cookie is refused there (401)
+    if request.endpoint == "share.continue_chat":
+        _check_csrf_token_only()
+        return
     csrf.protect()
+
+
+def _check_csrf_token_only() -> None:
+    """The shared page sends no Referer (`Referrer-Policy: no-referrer`: its address holds
+    the link's token), which Flask-WTF's HTTPS check would refuse; its form's CSRF token,
+    tied to the session, is checked as everywhere."""
+    from flask_wtf.csrf import CSRFError, validate_csrf
+    from wtforms import ValidationError
+
+    token = request.form.get("csrf_token") or request.headers.get("X-CSRFToken")
+    try:
+        validate_csrf(token)
+    except ValidationError as refused:
+        raise CSRFError(refused.args[0]) from None
 
 
 def _security_headers(response):

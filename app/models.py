@@ -3,7 +3,7 @@
 from app.accounts.models import ApiToken, User
 from app.agents.models import Guideline, GuidelineChange
 from app.billing.models import UsageEvent
-from app.chat.models import Conversation, Message, Run, RunLogEntry
+from app.chat.models import ChatShare, Conversation, Message, Run, RunLogEntry
 from app.db import Base
 from app.mcp.models import McpServer
 from app.memory.models import MemoryChange, UserMemory
@@ -24,6 +24,7 @@ __all__ = [
     "Base",
     "Campaign",
     "Character",
+    "ChatShare",
     "Conversation",
     "Guideline",
     "GuidelineChange",

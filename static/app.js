@@ -675,6 +675,15 @@ const Menus = (() => {
       } else if (drawerOpen()) {
         event.preventDefault();
         setDrawer(false, true);
+      } else {
+        // A header menu (Export, Share) holding the focus closes, and its button keeps it.
+        const open =
+          event.target.closest?.("details.chat-export[open]") ||
+          (event.target === document.body && document.querySelector("details.chat-export[open]"));
+        if (!open) return;
+        event.preventDefault();
+        open.open = false;
+        open.querySelector("summary")?.focus();
       }
     });
     // Tabbing out of the open menu closes it.

@@ -302,3 +302,57 @@ def test_rows_indexed_before_are_indexed_again_by_what_a_person_reads(make_app):
     with database.session() as session:
         assert search(session, user_id, "assets").hits == []
         assert [h.sequence for h in search(session, user_id, "sundae").hits] == [1]
+
+
+BEFORE_SHARES = "a3485b2c9bed"  # the revision before 80354337275b (chat_shares)
+
+
+def test_chat_shares_arrive_beside_every_chat_and_leave_them_on_downgrade(make_app):
+    """80354337275b: a new table; the chats already there stay, on the way down too."""
+    from flask_migrate import downgrade
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade(revision=BEFORE_SHARES)
+    engine = app.extensions["database"].engine
+    with engine.begin() as connection:
+        user = connection.execute(
+            text(
+                "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+                " VALUES ('ada@example.com', 'x', '', false, '2026-12-01 10:00:00') RETURNING id"
+            )
+        ).scalar()
+        connection.execute(
+            text(
+                "INSERT INTO conversations (user_id, title, status, tool_phase,"
+                " summarized_up_to_sequence, created_at, updated_at)"
+                " VALUES (:user, 'Kept', 'IDLE', 'discovery', 0,"
+                " '2026-12-01 10:00:00', '2026-12-01 10:00:00')"
+            ),
+            {"user": user},
+        )
+    with app.app_context():
+        upgrade()
+    with engine.begin() as connection:
+        chat = connection.execute(
+            text("SELECT id FROM conversations WHERE title = 'Kept'")
+        ).scalar()
+        connection.execute(
+            text(
+                "INSERT INTO chat_shares (conversation_id, token_digest, created_by, created_at)"
+                " VALUES (:chat, 'digest', :user, '2026-12-01 10:00:00')"
+            ),
+            {"chat": chat, "user": user},
+        )
+        if engine.dialect.name == "sqlite":  # a share's id is never handed out again
+            sql = connection.execute(
+                text("SELECT sql FROM sqlite_master WHERE name = 'chat_shares'")
+            ).scalar()
+            assert "AUTOINCREMENT" in sql
+    with app.app_context():
+        downgrade(revision=BEFORE_SHARES)
+    with engine.connect() as connection:
+        titles = connection.execute(text("SELECT title FROM conversations")).scalars().all()
+    assert titles == ["Kept"]
+    assert "chat_shares" not in inspect(engine).get_table_names()

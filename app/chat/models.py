@@ -136,6 +136,25 @@ class Run(Base):
     finished_at: Mapped[datetime | None]
 
 
+class ChatShare(Base):
+    """A read-only link to a conversation's shown branch (app/chat/shares.py): only the
+    token's SHA-256 digest is kept (the link is shown once, as an API token is). One live
+    link per conversation: making a new one revokes the old."""
+
+    __tablename__ = "chat_shares"
+    __table_args__ = (NEVER_REUSED_IDS,)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    token_digest: Mapped[str] = mapped_column(String(64), unique=True)
+    created_by: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+
+
 class RunLogEntry(Base):
     """One structured event of a run (model call, tool call, frames, error), for
     `flask chat-logs` and the admin area. Secrets are redacted before they get here."""

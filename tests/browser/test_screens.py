@@ -118,6 +118,19 @@ def chat_with_card(site, browser):
     return chat_id
 
 
+@pytest.fixture(scope="module")
+def shared_path(site, chat_with_card) -> str:
+    """The read-only page of the chat with the card (app/chat/shares.py)."""
+    from app.chat.models import Conversation
+    from app.chat.shares import create_share
+
+    with site["app"].extensions["database"].session() as session:
+        conversation = session.get(Conversation, chat_with_card)
+        _share, raw = create_share(session, conversation, site["user_id"], None)
+        session.commit()
+    return f"/s/{raw}"
+
+
 def _api_chat(page, server) -> int:
     page.goto(f"{server.url}/chats/new")
     csrf = json.loads(page.get_attribute("body", "hx-headers"))["X-CSRFToken"]
@@ -126,9 +139,10 @@ def _api_chat(page, server) -> int:
     return response.json()["id"]
 
 
-def _pages(chat_id: int, user_id: int) -> list[str]:
+def _pages(chat_id: int, user_id: int, shared: str) -> list[str]:
     return [
         f"/chats/{chat_id}",
+        shared,
         "/chats/new",
         "/settings",
         "/search?q=quiz",
@@ -203,7 +217,7 @@ def _ring_contrast(page, focused: str, behind: str) -> float:
     ],
 )
 def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
-    site, chat_with_card, browser, screen, theme
+    site, chat_with_card, shared_path, browser, screen, theme
 ):
     server = site["server"]
     context = browser.new_context(color_scheme=theme, **SCREENS[screen])
@@ -215,8 +229,12 @@ def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
     found = audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
     if found:
         problems["/login"] = found
+    page.goto(f"{server.url}{shared_path}")  # a shared chat, logged out
+    found = audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
+    if found:
+        problems["/s/<token> logged out"] = found
     log_in(page, server)
-    for path in _pages(chat_with_card, site["user_id"]):
+    for path in _pages(chat_with_card, site["user_id"], shared_path):
         page.goto(f"{server.url}{path}")
         if path.startswith("/chats/") and path != "/chats/new":
             page.wait_for_selector("body[data-socket=open]", state="attached")

@@ -71,6 +71,7 @@ def bobs_ids(app, auth):
             "tool_use_id": "toolu_bobs_card",
             "character_id": rows[6].id,
             "campaign_id": rows[7].id,
+            "token": "A" * 43,  # a share link that is not live (tests/web/test_share_links.py)
         }
 
 
