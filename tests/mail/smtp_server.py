@@ -3,6 +3,7 @@ mail it receives, parsed, and lets a test wait for them."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from contextlib import contextmanager
@@ -23,8 +24,13 @@ class Inbox:
     def __init__(self):
         self.mails: list[EmailMessage] = []
         self._arrived = threading.Condition()
+        # Cleared, the server holds every mail's DATA until it is set again (a slow server).
+        self.answering = threading.Event()
+        self.answering.set()
 
     async def handle_DATA(self, server, session, envelope):
+        if not self.answering.is_set():
+            await asyncio.get_running_loop().run_in_executor(None, self.answering.wait, 30)
         mail = message_from_bytes(envelope.original_content, policy=policy.default)
         with self._arrived:
             self.mails.append(mail)  # type: ignore[arg-type]  # policy.default parses EmailMessage

@@ -85,3 +85,26 @@ def test_the_sender_defaults_to_the_public_host(tmp_path, smtp):
     mailer.close()
     assert smtp.wait_for(1)[0]["From"] == "loopdesk@chat.example.com"
     assert "Hello" in text_of(smtp.mails[0])
+
+
+def test_a_server_that_never_answers_is_given_up_on_after_the_timeout(tmp_path, caplog):
+    import socket
+
+    with socket.socket() as silent:  # accepts connections (the backlog), never speaks
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        settings = load_settings(
+            {
+                "instance_path": tmp_path,
+                "secret_key": "k",
+                "smtp_url": f"smtp://127.0.0.1:{port}",
+                "mail_timeout_seconds": 1,
+            },
+            env={},
+        )
+        mailer = Mailer(settings)
+        assert mailer.send("grace@example.com", "Hello", "Hi").result(timeout=30) is False
+        mailer.close()
+    assert "mail to grace@example.com (Hello) not sent:" in caplog.text
+    assert "timed out" in caplog.text

@@ -94,6 +94,28 @@ def test_an_unknown_email_gets_the_same_answer_and_no_mail(mail_app, smtp):
     assert [mail["To"] for mail in smtp.mails] == ["ada@example.com"]
 
 
+def test_a_slow_mail_server_never_holds_the_page(mail_app, smtp):
+    AuthActions(mail_app, mail_app.test_client()).create()
+    smtp.answering.clear()
+    try:
+        assert _forgot(mail_app.test_client()).status_code == 200
+        assert smtp.mails == []  # answered while the server still holds the mail
+    finally:
+        smtp.answering.set()
+    assert smtp.wait_for(1)[0]["To"] == "ada@example.com"
+
+
+def test_an_invitation_is_mailed_with_its_link(mail_app, smtp):
+    from app.web.mailing import send_invitation
+
+    with mail_app.test_request_context():
+        sent = send_invitation("grace@example.com", "Ada", "Launch", "https://x.example/i/abc")
+    assert sent.result(timeout=10) is True
+    [mail] = smtp.wait_for(1)
+    assert mail["Subject"] == 'Ada invites you to "Launch" on Loopdesk'
+    assert link_in(mail) == "https://x.example/i/abc"
+
+
 def test_an_expired_link_no_longer_works(mail_app, smtp, db):
     app = mail_app
     AuthActions(app, app.test_client()).create()
