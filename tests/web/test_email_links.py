@@ -234,3 +234,12 @@ def test_accounts_an_admin_makes_count_as_confirmed(make_app, smtp):
     auth.login()
     assert 'id="address-unconfirmed"' not in auth.client.get("/settings").get_data(as_text=True)
     assert _new_chat_loop(auth.client, app, "ada@example.com").status_code == 202
+
+
+def test_an_account_made_by_flask_create_user_counts_as_confirmed(make_app, smtp):
+    app = make_app(smtp_url=smtp.url, verify_email=True)
+    args = ["create-user", "grace@example.com", "--password", NEW_PASSWORD]
+    assert app.test_cli_runner().invoke(args=args).exit_code == 0
+    client = app.test_client()
+    AuthActions(app, client).login("grace@example.com", NEW_PASSWORD)
+    assert _new_chat_loop(client, app, "grace@example.com").status_code == 202
