@@ -84,6 +84,21 @@ def _init_services(app: Flask, settings: Settings) -> None:
     services = build_services(settings, database=database)
     app.extensions["services"] = services
     app.extensions["executor"] = make_executor(services)
+    _init_mail(app, settings)
+
+
+def _init_mail(app: Flask, settings: Settings) -> None:
+    """The mailer; without SMTP_URL its mails go to the log at INFO, which must then show
+    (Flask's handler on the app's logger writes to stderr: what `make run` prints)."""
+    import logging
+
+    from app.mail.sender import Mailer
+
+    app.extensions["mailer"] = Mailer(settings)
+    mail_log = logging.getLogger("app.mail")
+    if mail_log.level == logging.NOTSET:
+        mail_log.setLevel(logging.INFO)
+    app.logger  # noqa: B018  (creating it gives the "app" loggers Flask's handler)
 
 
 def _init_extensions(app: Flask) -> None:
@@ -194,6 +209,7 @@ def _register_blueprints(app: Flask) -> None:
         auth,
         cards,
         chat,
+        email_links,
         export,
         mcp_api,
         mcp_pages,  # noqa: F401
@@ -210,6 +226,7 @@ def _register_blueprints(app: Flask) -> None:
 
     for module in (
         auth,
+        email_links,
         chat,
         cards,
         workspace,

@@ -1,5 +1,6 @@
 """Every model, imported once so Alembic and the tests see the whole schema."""
 
+from app.accounts.email_tokens import EmailToken
 from app.accounts.models import ApiToken, User
 from app.agents.models import Guideline, GuidelineChange
 from app.billing.models import UsageEvent
@@ -26,6 +27,7 @@ __all__ = [
     "Character",
     "ChatShare",
     "Conversation",
+    "EmailToken",
     "Guideline",
     "GuidelineChange",
     "ImagePreset",

@@ -267,3 +267,13 @@ def rogue():
 
     with rogue_server() as base:
         yield base
+
+
+@pytest.fixture
+def smtp():
+    """A real SMTP server (tests/mail/smtp_server.py): its `url` and the mails it got."""
+    from tests.mail.smtp_server import smtp_server
+
+    with smtp_server() as (url, inbox):
+        inbox.url = url
+        yield inbox

@@ -356,3 +356,32 @@ def test_chat_shares_arrive_beside_every_chat_and_leave_them_on_downgrade(make_a
         titles = connection.execute(text("SELECT title FROM conversations")).scalars().all()
     assert titles == ["Kept"]
     assert "chat_shares" not in inspect(engine).get_table_names()
+
+
+BEFORE_EMAIL = "80354337275b"  # the revision before email tokens and confirmed addresses
+
+
+def test_accounts_from_before_email_confirmation_count_as_confirmed(make_app):
+    """42848bf167d0: every existing account keeps working with VERIFY_EMAIL on (its
+    address counts as confirmed), and nothing of it is lost."""
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade(revision=BEFORE_EMAIL)
+    engine = app.extensions["database"].engine
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+                " VALUES ('ada@example.com', 'x', 'Ada', false, '2026-12-01 10:00:00')"
+            )
+        )
+    with app.app_context():
+        upgrade()
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT email, display_name, email_verified_at FROM users")
+        ).all()
+    assert [(email, name) for email, name, _ in rows] == [("ada@example.com", "Ada")]
+    assert rows[0].email_verified_at is not None

@@ -185,6 +185,7 @@ def _turn_of(body: NewMessage | CardAnswer | Regenerate | Edit) -> Turn:
         ErrorCode.QUOTA_EXCEEDED,
         ErrorCode.TOO_MANY_RUNS,
         ErrorCode.RATE_LIMITED,
+        ErrorCode.EMAIL_UNCONFIRMED,
     ),
 )
 @login_required

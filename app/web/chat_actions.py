@@ -18,6 +18,7 @@ from app.chat.stop import stop_active_run
 from app.chat.turn import BRANCHING, Edit, NewMessage, Turn, submit_turn
 from app.chat.turn_checks import TurnRejected
 from app.chat.turns import StartedTurn, choose_branch
+from app.error_codes import ErrorCode
 from app.events import BranchChanged, ConversationChanged, RowPersisted, Status
 from app.web.errors import ApiError
 from app.web.identity import db_session
@@ -37,6 +38,7 @@ def edited_message(sequence: int, text: str) -> Edit:
 
 def start_turn(conversation_id: int, turn: Turn) -> StartedTurn:
     """Start `turn` in one transaction, then tell the sockets and hand the run over."""
+    refuse_if_unconfirmed()
     services = current_app.extensions["services"]
     session = db_session()
     try:
@@ -64,6 +66,18 @@ def start_turn(conversation_id: int, turn: Turn) -> StartedTurn:
     # queue), and SQLite's write lock must not be held meanwhile.
     current_app.extensions["executor"].submit(started.run.id)
     return started
+
+
+def refuse_if_unconfirmed() -> None:
+    """With VERIFY_EMAIL on, no reply is started for a person whose address is not yet
+    confirmed (every page says so and offers the link again)."""
+    if current_app.config["LOOPDESK"].verify_email and current_user.email_verified_at is None:
+        raise ApiError(
+            403,
+            "Confirm your email address first: open the link we mailed you "
+            "(or send it again from the notice at the top of the page).",
+            ErrorCode.EMAIL_UNCONFIRMED,
+        )
 
 
 def _api_error(rejection: TurnRejected) -> ApiError:

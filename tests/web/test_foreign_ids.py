@@ -71,7 +71,9 @@ def bobs_ids(app, auth):
             "tool_use_id": "toolu_bobs_card",
             "character_id": rows[6].id,
             "campaign_id": rows[7].id,
-            "token": "A" * 43,  # a share link that is not live (tests/web/test_share_links.py)
+            # A share link that is not live, and a mailed link no one holds: both 404
+            # (tests/web/test_share_links.py, tests/web/test_email_links.py).
+            "token": "A" * 43,
         }
 
 
