@@ -55,14 +55,24 @@ class ListedConversation(Protocol):
     def status(self) -> str: ...
     @property
     def updated_at(self) -> datetime: ...
+    @property
+    def pinned_at(self) -> datetime | None: ...
+    @property
+    def archived_at(self) -> datetime | None: ...
+    @property
+    def folder(self) -> str | None: ...
 
 
 def conversation_dict(conversation: ListedConversation) -> dict[str, Any]:
+    """A chat as the list, the API and the `conversation` frame show it."""
     return {
         "id": conversation.id,
         "title": conversation.title,
         "status": conversation.status,
         "updated_at": conversation.updated_at.isoformat() + "Z",
+        "pinned": conversation.pinned_at is not None,
+        "archived": conversation.archived_at is not None,
+        "folder": conversation.folder,
     }
 
 
