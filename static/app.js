@@ -136,6 +136,7 @@ const Loopdesk = (() => {
     Theme.wire();
     Menus.wire();
     Announcer.wire();
+    Sidebar.wire();
     wireElapsed();
     wireTabTitle();
     LiveText.wire();
@@ -680,6 +681,46 @@ const Menus = (() => {
     // Tabbing out of the open menu closes it.
     document.addEventListener("focusin", (event) => {
       if (menuOpen() && !event.target.closest("#topnav, #menu-button")) setMenu(false, false);
+    });
+  }
+
+  return { wire };
+})();
+
+// The chat list's groups (pinned, folders, recent) and its Select mode. An item the socket
+// pushes that belongs in another group (pinned, filed or archived in another tab), or one
+// the list does not hold (restored elsewhere), has the list fetched again; "Select" shows
+// a checkbox on every item and the bulk actions (which ask before they act).
+const Sidebar = (() => {
+  function refresh() {
+    const list = document.getElementById("conversation-list");
+    if (list && list.dataset.src) htmx.ajax("GET", list.dataset.src, { target: list, swap: "outerHTML" });
+  }
+
+  function isItem(el) {
+    return el instanceof Element && el.classList.contains("conversation-item") && el.dataset.group;
+  }
+
+  function wire() {
+    document.body.addEventListener("htmx:oobAfterSwap", (event) => {
+      const item = event.target;
+      if (!isItem(item)) return;
+      const group = item.parentElement && item.parentElement.closest("[data-group]");
+      if (group && group.dataset.group !== item.dataset.group) refresh();
+    });
+    document.body.addEventListener("htmx:oobErrorNoTarget", (event) => {
+      const item = event.detail && event.detail.content;
+      if (isItem(item) && item.dataset.group !== "archived" && item.id.startsWith("conv-")) refresh();
+    });
+    document.addEventListener("click", (event) => {
+      const toggle = event.target.closest("[data-select-toggle]");
+      if (!toggle) return;
+      const area = toggle.closest("#conversation-list, #archived-list");
+      const on = toggle.getAttribute("aria-pressed") !== "true";
+      toggle.setAttribute("aria-pressed", String(on));
+      toggle.textContent = on ? "Done selecting" : "Select";
+      area.classList.toggle("selecting", on);
+      if (!on) for (const box of area.querySelectorAll(".select-box")) box.checked = false;
     });
   }
 

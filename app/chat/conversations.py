@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.chat.models import TITLE_DEFAULT, TITLE_PERSON, Conversation, Message
@@ -33,15 +32,6 @@ def rename_conversation(conversation: Conversation, title: str) -> None:
     """The person's own title: kept, never replaced by a proposed one."""
     conversation.title = title.strip()
     conversation.title_source = TITLE_PERSON
-
-
-def conversations_for(session: Session, user_id: int) -> list[Conversation]:
-    query = (
-        select(Conversation)
-        .where(Conversation.user_id == user_id)
-        .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
-    )
-    return list(session.scalars(query))
 
 
 class ListedConversation(Protocol):

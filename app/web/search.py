@@ -7,7 +7,9 @@ import re
 from flask import Blueprint, jsonify, render_template, request, url_for
 from flask_login import current_user, login_required
 from markupsafe import Markup, escape
+from sqlalchemy import select
 
+from app.chat.models import Conversation
 from app.chat.search import MAX_OFFSET, ChatHits, Hit, SearchPage, search
 from app.db import read_transaction
 from app.error_codes import ErrorCode
@@ -60,7 +62,21 @@ def results():
     query = request.args.get("q", "").strip()
     found = _search(query, PAGE_LIMIT, 0) if query else None
     template = "chat/_search_results.html" if is_htmx() else "chat/search.html"
-    return render_template(template, query=query, found=found)
+    return render_template(template, query=query, found=found, archived=_archived(found))
+
+
+def _archived(found: SearchPage | None) -> set[int]:
+    """Which of the chats found are archived: their hits say so (they are not in the list)."""
+    if not found or not found.chats:
+        return set()
+    ids = [chat.conversation_id for chat in found.chats]
+    return set(
+        db_session().scalars(
+            select(Conversation.id).where(
+                Conversation.id.in_(ids), Conversation.archived_at.is_not(None)
+            )
+        )
+    )
 
 
 def _search(query: str, limit: int, offset: int):

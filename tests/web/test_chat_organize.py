@@ -227,3 +227,204 @@ def test_one_id_not_yours_changes_nothing(app, api, user, bob, action):
         assert json_error(response, 404) == "NOT_FOUND"
         assert str(stranger) in response.get_json()["error"]["message"]
     assert snapshot(app) == before
+
+
+# The pages: the sidebar's groups, the item's actions, Move, Select, the Archived page
+
+
+def htmx(auth, **extra) -> dict:
+    return {**HTMX, **auth.headers(), **extra}
+
+
+def _groups(html: str) -> list[str]:
+    """The sidebar's group labels and chat titles, in the order shown."""
+    import re
+
+    found = re.findall(
+        r'class="group-heading"[^>]*>([^<]+)<|class="folder-name">([^<]+)<|class="title">([^<]+)<',
+        html,
+    )
+    return [next(part for part in match if part).strip() for match in found]
+
+
+def test_the_sidebar_shows_pinned_then_folders_then_recent(app, client, user, bob):
+    recent = add_conversation(app, user, "Loose ends")
+    filed = add_conversation(app, user, "Acme brief")
+    pinned = add_conversation(app, user, "Launch plan")
+    archived = add_conversation(app, user, "Old idea")
+    with database(app).session() as session:
+        from app.db import utcnow
+
+        session.get(Conversation, pinned).pinned_at = utcnow()
+        session.get(Conversation, pinned).folder = "Acme"  # pinned wins: shown once
+        session.get(Conversation, filed).folder = "Acme"
+        session.get(Conversation, archived).archived_at = utcnow()
+        session.commit()
+    html = client.get(f"/chats/{recent}").get_data(as_text=True)
+    sidebar = html[html.index('id="conversation-list"') : html.index("</aside>")]
+    assert _groups(sidebar) == [
+        "Pinned",
+        "Launch plan",
+        "Acme",
+        "Acme brief",
+        "Recent",
+        "Loose ends",
+    ]
+    assert '<details class="folder-group" open>' in sidebar
+    assert "Old idea" not in sidebar and "Bob" not in sidebar
+    assert 'href="/chats/archived">Archived chats (1)</a>' in sidebar
+    # The index opens the newest chat that is not archived.
+    assert redirect_path(client.get("/")) == f"/chats/{pinned}"
+
+
+def test_pin_from_the_list_answers_the_regrouped_list(app, client, auth, user):
+    chat = add_conversation(app, user, "Launch plan")
+    add_conversation(app, user, "Other")
+    response = client.post(f"/chats/{chat}/organize", data={"pinned": "true"}, headers=htmx(auth))
+    assert response.status_code == 200
+    html = response.get_data(as_text=True)
+    assert html.lstrip().startswith('<div id="conversation-list"')
+    assert _groups(html) == ["Pinned", "Launch plan", "Recent", "Other"]
+    assert 'aria-label="Unpin Launch plan"' in html
+    assert fetch(app, Conversation, chat).pinned_at is not None
+
+
+def test_archive_from_the_list_takes_it_out_and_the_archived_page_restores_it(
+    app, client, auth, user
+):
+    chat = add_conversation(app, user, "Put away")
+    html = client.post(
+        f"/chats/{chat}/organize", data={"archived": "true"}, headers=htmx(auth)
+    ).get_data(as_text=True)
+    assert "Put away" not in html and "Archived chats (1)" in html
+    page = client.get("/chats/archived").get_data(as_text=True)
+    assert f'id="archived-{chat}"' in page and 'aria-label="Restore Put away"' in page
+    restored = client.post(
+        f"/chats/{chat}/organize",
+        data={"archived": "false", "view": "archived"},
+        headers=htmx(auth),
+    )
+    assert restored.get_data(as_text=True).lstrip().startswith('<div id="archived-list"')
+    assert "No archived chats" in restored.get_data(as_text=True)
+    assert fetch(app, Conversation, chat).archived_at is None
+    # Without script the buttons are plain forms: back to the page they came from.
+    client.post(f"/chats/{chat}/organize", data={"archived": "true", "csrf_token": auth.csrf})
+    response = client.post(
+        f"/chats/{chat}/organize",
+        data={"archived": "false", "view": "archived", "csrf_token": auth.csrf},
+    )
+    assert redirect_path(response) == "/chats/archived"
+
+
+def test_an_archived_chat_stays_searchable_and_says_so(app, client, auth, user):
+    chat = add_conversation(app, user, "Quarterly pricing")
+    client.post(f"/chats/{chat}/organize", data={"archived": "true"}, headers=htmx(auth))
+    html = client.get("/search?q=pricing", headers=HTMX).get_data(as_text=True)
+    assert "Quarterly" in html and ">archived</span>" in html
+    page = client.get(f"/chats/{chat}").get_data(as_text=True)
+    assert 'href="/chats/archived">Archived</a>' in page  # its header says so
+
+
+def test_move_offers_the_existing_folders_and_a_new_one(app, client, auth, user):
+    filed = add_conversation(app, user, "Filed")
+    chat = add_conversation(app, user, "To move")
+    client.post(f"/chats/{filed}/organize", data={"folder": "Clients"}, headers=htmx(auth))
+    form = client.get(f"/chats/{chat}/folder", headers=HTMX).get_data(as_text=True)
+    assert form.lstrip().startswith(f'<li id="conv-{chat}"')
+    assert 'value="Clients"' in form and "No folder" in form and 'name="new_folder"' in form
+    # A new name wins over the choice.
+    html = client.post(
+        f"/chats/{chat}/organize",
+        data={"folder": "Clients", "new_folder": "  Prospects "},
+        headers=htmx(auth),
+    ).get_data(as_text=True)
+    assert _groups(html) == ["Clients", "Filed", "Prospects", "To move", "Recent"]
+    client.post(f"/chats/{chat}/organize", data={"folder": ""}, headers=htmx(auth))
+    assert fetch(app, Conversation, chat).folder is None
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"new_folder": "x" * 61}, "at most 60 characters"),
+        ({"new_folder": "a\tb"}, "control characters"),
+        ({"pinned": "yes"}, "must be true or false"),
+    ],
+    ids=["too-long", "control", "not-a-boolean"],
+)
+def test_bad_list_actions_say_why_in_the_banner(app, client, auth, user, data, message):
+    chat = add_conversation(app, user)
+    before = snapshot(app)
+    response = client.post(f"/chats/{chat}/organize", data=data, headers=htmx(auth))
+    assert response.status_code == 400
+    assert response.headers["HX-Retarget"] == "#banner"
+    assert message in response.get_data(as_text=True)
+    assert snapshot(app) == before
+
+
+def test_list_actions_on_someone_elses_chat_are_404(app, client, auth, user, bob):
+    before = snapshot(app)
+    chat = bob["conversation"]
+    assert (
+        client.post(
+            f"/chats/{chat}/organize", data={"pinned": "true"}, headers=htmx(auth)
+        ).status_code
+        == 404
+    )
+    assert client.get(f"/chats/{chat}/folder", headers=HTMX).status_code == 404
+    response = client.post(
+        "/chats/bulk", data={"ids": [chat], "action": "delete"}, headers=htmx(auth)
+    )
+    assert response.status_code == 404
+    assert snapshot(app) == before
+
+
+def test_list_actions_need_the_csrf_token(app, client, user):
+    chat = add_conversation(app, user)
+    assert (
+        client.post(f"/chats/{chat}/organize", data={"pinned": "true"}, headers=HTMX).status_code
+        == 400
+    )
+    assert (
+        client.post(
+            "/chats/bulk", data={"ids": [chat], "action": "delete"}, headers=HTMX
+        ).status_code
+        == 400
+    )
+    assert fetch(app, Conversation, chat).pinned_at is None
+
+
+def test_select_archive_and_delete_from_the_list(app, client, auth, user):
+    first, second, third = (add_conversation(app, user, t) for t in ("One", "Two", "Three"))
+    html = client.get(f"/chats/{first}").get_data(as_text=True)
+    assert 'form="bulk-form"' in html and 'hx-confirm="Archive the selected chats?"' in html
+    response = client.post(
+        "/chats/bulk", data={"ids": [first, second], "action": "archive"}, headers=htmx(auth)
+    )
+    assert _groups(response.get_data(as_text=True)) == ["Three"]
+    # Deleting the chat this page shows sends the page home.
+    response = client.post(
+        "/chats/bulk",
+        data={"ids": [third], "action": "delete"},
+        headers=htmx(auth, **{"HX-Current-URL": f"http://localhost/chats/{third}"}),
+    )
+    assert response.headers["HX-Redirect"] == "/"
+    assert fetch(app, Conversation, third) is None
+    assert client.get("/chats/archived").get_data(as_text=True).count('class="archived-chat"') == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"action": "archive"}, "Select at least one chat"),
+        ({"ids": [str(n) for n in range(1, 202)], "action": "archive"}, "at most 200"),
+        ({"ids": ["1"], "action": "burn"}, "Say what to do"),
+    ],
+    ids=["none-selected", "over-200", "unknown-action"],
+)
+def test_bad_bulk_forms_say_why(app, client, auth, user, data, message):
+    add_conversation(app, user)
+    before = snapshot(app)
+    response = client.post("/chats/bulk", data=data, headers=htmx(auth))
+    assert response.status_code == 400 and message in response.get_data(as_text=True)
+    assert snapshot(app) == before
