@@ -701,8 +701,44 @@ const Sidebar = (() => {
     return el instanceof Element && el.classList.contains("conversation-item") && el.dataset.group;
   }
 
+  // Where the focus is in the list: an item's id and which of its controls. The list is
+  // re-rendered by an item's action, by the socket's item and by a refresh; each time the
+  // focus goes back to the same place (Pin becomes Unpin there), or to the list when the
+  // chat left it.
+  const controls = (item) => Array.from(item.querySelectorAll("a, button, input:not([type=hidden])"));
+  let memo = null;
+
+  function remember(element) {
+    const item = element instanceof Element ? element.closest(".conversation-item") : null;
+    if (item && item.id) memo = { id: item.id, index: controls(item).indexOf(element) };
+  }
+
+  function restore(loaded) {
+    if (!memo || !(loaded.id === "conversation-list" || loaded.id === memo.id)) return;
+    const item = document.getElementById(memo.id);
+    const list = document.getElementById("conversation-list");
+    let target = item ? controls(item)[memo.index] || controls(item)[0] : list && list.querySelector("a, button");
+    if (item && item.classList.contains("editing")) target = item.querySelector("input:not([type=hidden])");
+    if (target) target.focus();
+    if (loaded.id === "conversation-list") memo = null;
+  }
+
   function wire() {
-    document.body.addEventListener("htmx:oobAfterSwap", (event) => {
+    document.body.addEventListener("htmx:beforeRequest", (event) => {
+      if (event.target instanceof Element && event.target.closest(".conversation-item")) remember(event.target);
+    });
+    document.body.addEventListener("htmx:beforeSwap", (event) => {
+      const target = event.detail && event.detail.target;
+      if (target && target.id === "conversation-list" && target.contains(document.activeElement)) remember(document.activeElement);
+    });
+    document.body.addEventListener("htmx:oobBeforeSwap", (event) => {
+      const old = event.detail && event.detail.target;
+      if (old instanceof Element && old.contains(document.activeElement)) remember(document.activeElement);
+    });
+    // (htmx:load: the new list or item, in the page; an outerHTML swap's settle events
+    // fire on the element it replaced, out of the page.)
+    document.body.addEventListener("htmx:load", (event) => {
+      restore(event.target);
       const item = event.target;
       if (!isItem(item)) return;
       const group = item.parentElement && item.parentElement.closest("[data-group]");

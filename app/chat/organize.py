@@ -129,6 +129,14 @@ def sidebar_of(conversations: list[Conversation]) -> Sidebar:
     return sidebar
 
 
+def sidebar_context(session: Session, user_id: int) -> dict[str, object]:
+    """What the chat list (templates/chat/_conversation_list.html) shows."""
+    return {
+        "sidebar": sidebar_of(listed_conversations(session, user_id)),
+        "archived_total": archived_count(session, user_id),
+    }
+
+
 class ChatsNotFound(LookupError):
     """One of the ids is not one of the person's chats (or none): nothing was changed."""
 

@@ -39,13 +39,13 @@ from app.web.chat_actions import (
     store_request_upload,
     switch_branch,
 )
+from app.web.chat_shapes import FOLDER_PATTERN, ChatPatch, ChatsBulk, ChatsBulkDone
 from app.web.errors import ApiError
 from app.web.extensions import message_rate_limit
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
 from app.web.openapi import MAX_ID, UPLOAD, Param, documented
 from app.web.shapes import (
-    FOLDER_PATTERN,
     AttachmentOut,
     BranchBody,
     BranchOut,
@@ -54,9 +54,6 @@ from app.web.shapes import (
     ChatCreated,
     ChatList,
     ChatOut,
-    ChatPatch,
-    ChatsBulk,
-    ChatsBulkDone,
     Edit,
     LoopBody,
     MessageList,

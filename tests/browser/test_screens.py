@@ -58,6 +58,20 @@ def _mcp_servers(user_id: int) -> list:
     ]
 
 
+def _organized_chats(user_id: int) -> list:
+    """The sidebar in every group: a pinned chat, two in a folder, and an archived one
+    (on the Archived page, and found by the search page with its "archived" badge)."""
+    from app.chat.models import Conversation
+    from app.db import utcnow
+
+    return [
+        Conversation(user_id=user_id, title="Launch plan", pinned_at=utcnow()),
+        Conversation(user_id=user_id, title="Acme brief", folder="Clients"),
+        Conversation(user_id=user_id, title="Acme follow-up", folder="Clients"),
+        Conversation(user_id=user_id, title="Old quiz idea", archived_at=utcnow()),
+    ]
+
+
 @pytest.fixture(scope="module")
 def site(module_site):
     """The shared server with Ada (an admin, so every page opens), her offer and persona, a
@@ -85,6 +99,7 @@ def site(module_site):
         session.flush()
         session.add(Persona(user_id=user.id, offer_id=offer.id, name="Weekend Barista"))
         session.add_all(_mcp_servers(user.id))
+        session.add_all(_organized_chats(user.id))
         session.commit()
         user_id = user.id
     return {"app": app, "server": server, "model": model, "user_id": user_id}
@@ -132,6 +147,7 @@ def _pages(chat_id: int, user_id: int) -> list[str]:
         "/chats/new",
         "/settings",
         "/search?q=quiz",
+        "/chats/archived",
         "/api/docs",
         "/api/docs/websocket",
         "/workspace/offers",
