@@ -694,8 +694,13 @@ const Menus = (() => {
 const Sidebar = (() => {
   function refresh() {
     const list = document.getElementById("conversation-list");
-    if (list && list.dataset.src) htmx.ajax("GET", list.dataset.src, { target: list, swap: "outerHTML" });
+    // Not while the person is in the middle of something there (a rename, a Move, a
+    // selection): its own answer brings the whole list.
+    if (!list || !list.dataset.src || busy(list)) return;
+    htmx.ajax("GET", list.dataset.src, { target: list, swap: "outerHTML" });
   }
+
+  const busy = (list) => Boolean(list.querySelector(".editing")) || list.classList.contains("selecting");
 
   function isItem(el) {
     return el instanceof Element && el.classList.contains("conversation-item") && el.dataset.group;
@@ -719,6 +724,9 @@ const Sidebar = (() => {
     const list = document.getElementById("conversation-list");
     let target = item ? controls(item)[memo.index] || controls(item)[0] : list && list.querySelector("a, button");
     if (item && item.classList.contains("editing")) target = item.querySelector("input:not([type=hidden])");
+    // With a mouse the item's actions show only while it holds the focus (app.css): its
+    // link takes it first, so the action is focusable.
+    if (item && target && target.closest(".item-actions")) item.querySelector("a")?.focus();
     if (target) target.focus();
     if (loaded.id === "conversation-list") memo = null;
   }
@@ -729,7 +737,13 @@ const Sidebar = (() => {
     });
     document.body.addEventListener("htmx:beforeSwap", (event) => {
       const target = event.detail && event.detail.target;
-      if (target && target.id === "conversation-list" && target.contains(document.activeElement)) remember(document.activeElement);
+      if (!target || target.id !== "conversation-list") return;
+      const config = event.detail.requestConfig || {};
+      if (config.verb === "get" && busy(target)) {
+        event.detail.shouldSwap = false; // a refresh that came back while the person acts
+        return;
+      }
+      if (target.contains(document.activeElement)) remember(document.activeElement);
     });
     document.body.addEventListener("htmx:oobBeforeSwap", (event) => {
       const old = event.detail && event.detail.target;

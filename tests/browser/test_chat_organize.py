@@ -40,6 +40,11 @@ def _focused(page) -> str:
     )
 
 
+def _settled(page) -> None:
+    """htmx is done with the last swap (the new list's controls answer clicks)."""
+    wait_until(page, "!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')")
+
+
 def _press_until(page, label: str, limit: int = 80) -> None:
     """Tab forward until the control named `label` has the focus."""
     for _ in range(limit):
@@ -62,6 +67,8 @@ def test_pin_and_archive_by_keyboard_alone(page, live_server, live_app, person, 
     page.keyboard.press("Enter")
     page.wait_for_selector(f"ul[data-group=pinned] #conv-{chat}")
     _stored(live_app, chat, lambda c: c.pinned_at is not None)
+    # The focus stays on the item's toggle, now Unpin.
+    wait_until(page, "document.activeElement.textContent.trim() === 'Unpin'")
     # The other tab's list regroups (the socket's item, then the list fetched again).
     watching.wait_for_selector(f"ul[data-group=pinned] #conv-{chat}")
 
@@ -89,12 +96,15 @@ def test_move_select_and_restore(page, live_server, live_app, person):
     page.fill(f"#new-folder-{first}", "Clients")
     page.click(f"#conv-{first} button:has-text('Move')")
     page.wait_for_selector(f"details.folder-group ul[data-group='folder:Clients'] #conv-{first}")
+    _settled(page)
     # The next Move offers the folder that now exists.
-    page.hover(f"#conv-{second}")
-    page.click(f"#conv-{second} button:has-text('Move')")
+    # (Dispatched: the socket's news of the first move may shift the list under a pointer.)
+    page.locator(f"#conv-{second} button:has-text('Move')").dispatch_event("click")
+    page.wait_for_selector(f"#new-folder-{second}")
     page.check(f"#conv-{second} input[type=radio][value=Clients]")
     page.click(f"#conv-{second} button:has-text('Move')")
     page.wait_for_selector(f"ul[data-group='folder:Clients'] #conv-{second}")
+    _settled(page)
     # The folder folds away, and opens again.
     page.click("details.folder-group > summary")
     assert not page.is_visible(f"#conv-{first}")
