@@ -48,9 +48,10 @@ def api_search():
 def search_dict(query: str, limit: int = 20, offset: int = 0) -> dict:
     """A page of hits as the API (and the MCP server's search_chats) answers it."""
     found = _search(query, limit, offset)
+    archived = _archived(found)
     return {
         "hits": [_hit_dict(hit) for hit in found.hits],
-        "chats": [_chat_dict(chat) for chat in found.chats],
+        "chats": [_chat_dict(chat, chat.conversation_id in archived) for chat in found.chats],
         "next_cursor": str(found.next_offset) if found.next_offset is not None else None,
     }
 
@@ -124,11 +125,12 @@ def _hit_dict(hit: Hit) -> dict:
     }
 
 
-def _chat_dict(chat: ChatHits) -> dict:
+def _chat_dict(chat: ChatHits, archived: bool) -> dict:
     return {
         "chat": {"id": chat.conversation_id, "title": chat.title},
         "url": url_for("chat.show", conversation_id=chat.conversation_id),
         "title_matched": chat.title_hit is not None,
+        "archived": archived,
         "sequences": [hit.sequence for hit in chat.rows],
     }
 

@@ -426,6 +426,7 @@ class SearchChatHits(BaseModel):
     chat: SearchChat
     url: str
     title_matched: bool
+    archived: bool = Field(description="Out of the chat list (still yours, restorable)")
     sequences: list[int]
 
 

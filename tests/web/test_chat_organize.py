@@ -321,6 +321,8 @@ def test_an_archived_chat_stays_searchable_and_says_so(app, client, auth, user):
     client.post(f"/chats/{chat}/organize", data={"archived": "true"}, headers=htmx(auth))
     html = client.get("/search?q=pricing", headers=HTMX).get_data(as_text=True)
     assert "Quarterly" in html and ">archived</span>" in html
+    found = client.get("/api/search?q=pricing").get_json()
+    assert [(c["chat"]["id"], c["archived"]) for c in found["chats"]] == [(chat, True)]
     page = client.get(f"/chats/{chat}").get_data(as_text=True)
     assert 'href="/chats/archived">Archived</a>' in page  # its header says so
 
