@@ -201,7 +201,7 @@ def _init_login(app: Flask) -> None:
 
 
 def _register_blueprints(app: Flask) -> None:
-    # The admin blueprint's pages by subject: these modules add theirs to it.
+    # The admin and chat blueprints' pages by subject: these modules add theirs to them.
     from app.web import (
         admin,
         admin_guidelines,  # noqa: F401
@@ -209,6 +209,7 @@ def _register_blueprints(app: Flask) -> None:
         auth,
         cards,
         chat,
+        chat_lists,  # noqa: F401
         email_links,
         export,
         mcp_api,

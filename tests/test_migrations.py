@@ -385,3 +385,47 @@ def test_accounts_from_before_email_confirmation_count_as_confirmed(make_app):
         ).all()
     assert [(email, name) for email, name, _ in rows] == [("ada@example.com", "Ada")]
     assert rows[0].email_verified_at is not None
+
+
+BEFORE_ORGANIZE = "42848bf167d0"  # the revision before pins, folders and the archive
+
+
+def test_chats_before_pins_folders_and_archive_keep_every_row_and_their_ids(make_app):
+    """41123088a987: existing chats stay, unpinned, in no folder, not archived; the table
+    keeps its AUTOINCREMENT on SQLite (plain ALTER TABLE, no copy); down and up again."""
+    from flask_migrate import downgrade
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade(revision=BEFORE_ORGANIZE)
+    engine = app.extensions["database"].engine
+    with engine.begin() as connection:
+        user = connection.execute(
+            text(
+                "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+                " VALUES ('ada@example.com', 'x', 'Ada', false, '2026-12-01') RETURNING id"
+            )
+        ).scalar()
+        chat = connection.execute(
+            text(
+                "INSERT INTO conversations (user_id, title, status, tool_phase,"
+                " summarized_up_to_sequence, created_at, updated_at) VALUES (:user,"
+                " 'Launch plan', 'IDLE', 'discovery', 0, '2026-12-01', '2026-12-01') RETURNING id"
+            ),
+            {"user": user},
+        ).scalar()
+    with app.app_context():
+        upgrade()
+        downgrade(revision=BEFORE_ORGANIZE)
+        upgrade()
+    with engine.begin() as connection:
+        rows = connection.execute(
+            text("SELECT id, title, pinned_at, archived_at, folder FROM conversations")
+        ).all()
+        assert [tuple(row) for row in rows] == [(chat, "Launch plan", None, None, None)]
+        if engine.dialect.name == "sqlite":
+            sql = connection.execute(
+                text("SELECT sql FROM sqlite_master WHERE name = 'conversations'")
+            ).scalar()
+            assert "AUTOINCREMENT" in sql

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.chat.models import TITLE_DEFAULT, TITLE_PERSON, Conversation, Message
@@ -35,15 +34,6 @@ def rename_conversation(conversation: Conversation, title: str) -> None:
     conversation.title_source = TITLE_PERSON
 
 
-def conversations_for(session: Session, user_id: int) -> list[Conversation]:
-    query = (
-        select(Conversation)
-        .where(Conversation.user_id == user_id)
-        .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
-    )
-    return list(session.scalars(query))
-
-
 class ListedConversation(Protocol):
     """What the conversation list shows of one: a Conversation, or a row of its columns."""
 
@@ -55,14 +45,24 @@ class ListedConversation(Protocol):
     def status(self) -> str: ...
     @property
     def updated_at(self) -> datetime: ...
+    @property
+    def pinned_at(self) -> datetime | None: ...
+    @property
+    def archived_at(self) -> datetime | None: ...
+    @property
+    def folder(self) -> str | None: ...
 
 
 def conversation_dict(conversation: ListedConversation) -> dict[str, Any]:
+    """A chat as the list, the API and the `conversation` frame show it."""
     return {
         "id": conversation.id,
         "title": conversation.title,
         "status": conversation.status,
         "updated_at": conversation.updated_at.isoformat() + "Z",
+        "pinned": conversation.pinned_at is not None,
+        "archived": conversation.archived_at is not None,
+        "folder": conversation.folder,
     }
 
 

@@ -75,9 +75,23 @@ class Conversation(Base):
     branch_chosen_at_sequence: Mapped[int | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    # How the person keeps their list (app/chat/organize.py): pinned chats come first, a
+    # folder groups chats by a name of the person's, an archived chat leaves the list
+    # (still searchable and restorable). NULL: not pinned, in no folder, not archived.
+    pinned_at: Mapped[datetime | None]
+    archived_at: Mapped[datetime | None]
+    folder: Mapped[str | None] = mapped_column(String(60))
 
     def touch(self) -> None:
         self.updated_at = utcnow()
+
+    @property
+    def pinned(self) -> bool:
+        return self.pinned_at is not None
+
+    @property
+    def archived(self) -> bool:
+        return self.archived_at is not None
 
 
 class Message(Base):

@@ -58,6 +58,20 @@ def _mcp_servers(user_id: int) -> list:
     ]
 
 
+def _organized_chats(user_id: int) -> list:
+    """The sidebar in every group: a pinned chat, two in a folder, and an archived one
+    (on the Archived page, and found by the search page with its "archived" badge)."""
+    from app.chat.models import Conversation
+    from app.db import utcnow
+
+    return [
+        Conversation(user_id=user_id, title="Launch plan", pinned_at=utcnow()),
+        Conversation(user_id=user_id, title="Acme brief", folder="Clients"),
+        Conversation(user_id=user_id, title="Acme follow-up", folder="Clients"),
+        Conversation(user_id=user_id, title="Old quiz idea", archived_at=utcnow()),
+    ]
+
+
 @pytest.fixture(scope="module")
 def site(module_site):
     """The shared server with Ada (an admin, so every page opens), her offer and persona, a
@@ -88,6 +102,7 @@ def site(module_site):
         session.add_all(_mcp_servers(user.id))
         # A reset link's form, opened logged out (opening it uses nothing up).
         reset_token = issue_email_token(session, user, RESET)
+        session.add_all(_organized_chats(user.id))
         session.commit()
         user_id = user.id
     return {
@@ -155,6 +170,7 @@ def _pages(chat_id: int, user_id: int, shared: str) -> list[str]:
         "/chats/new",
         "/settings",
         "/search?q=quiz",
+        "/chats/archived",
         "/api/docs",
         "/api/docs/websocket",
         "/workspace/offers",
@@ -259,7 +275,7 @@ def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
     for path in _pages(chat_with_card, site["user_id"], shared_path):
         page.goto(f"{server.url}{path}")
         _forgive_its_404(path, errors)
-        if path.startswith("/chats/") and path != "/chats/new":
+        if path.startswith("/chats/") and path not in ("/chats/new", "/chats/archived"):
             page.wait_for_selector("body[data-socket=open]", state="attached")
             page.wait_for_selector(".card-q[data-enhanced=true]", state="attached")
         if path == "/chats/new":
