@@ -84,6 +84,21 @@ def _init_services(app: Flask, settings: Settings) -> None:
     services = build_services(settings, database=database)
     app.extensions["services"] = services
     app.extensions["executor"] = make_executor(services)
+    _init_mail(app, settings)
+
+
+def _init_mail(app: Flask, settings: Settings) -> None:
+    """The mailer; without SMTP_URL its mails go to the log at INFO, which must then show
+    (Flask's handler on the app's logger writes to stderr: what `make run` prints)."""
+    import logging
+
+    from app.mail.sender import Mailer
+
+    app.extensions["mailer"] = Mailer(settings)
+    mail_log = logging.getLogger("app.mail")
+    if mail_log.level == logging.NOTSET:
+        mail_log.setLevel(logging.INFO)
+    app.logger  # noqa: B018  (creating it gives the "app" loggers Flask's handler)
 
 
 def _init_extensions(app: Flask) -> None:
@@ -123,7 +138,7 @@ def _init_cors(app: Flask) -> None:
 def _init_views(app: Flask) -> None:
     """Routes, error handlers, commands and the request hooks."""
     from app.cli import register_commands
-    from app.web import input_gate
+    from app.web import input_gate, log_redaction
     from app.web.errors import register_error_handlers
     from app.web.scopes import check_token_scope
 
@@ -137,6 +152,7 @@ def _init_views(app: Flask) -> None:
     app.before_request(_check_csrf)
     app.before_request(check_token_scope)
     app.after_request(_security_headers)
+    log_redaction.install(app.logger)
 
 
 def _init_templates(app: Flask, settings: Settings) -> None:
@@ -185,7 +201,7 @@ def _init_login(app: Flask) -> None:
 
 
 def _register_blueprints(app: Flask) -> None:
-    # The admin blueprint's pages by subject: these modules add theirs to it.
+    # The admin and chat blueprints' pages by subject: these modules add theirs to them.
     from app.web import (
         admin,
         admin_guidelines,  # noqa: F401
@@ -193,6 +209,8 @@ def _register_blueprints(app: Flask) -> None:
         auth,
         cards,
         chat,
+        chat_lists,  # noqa: F401
+        email_links,
         export,
         mcp_api,
         mcp_pages,  # noqa: F401
@@ -203,6 +221,7 @@ def _register_blueprints(app: Flask) -> None:
         projects_pages,
         search,
         settings_page,
+        share,
         sockets,
         workspace,
         workspace_api,
@@ -210,6 +229,7 @@ def _register_blueprints(app: Flask) -> None:
 
     for module in (
         auth,
+        email_links,
         chat,
         cards,
         workspace,
@@ -221,6 +241,7 @@ def _register_blueprints(app: Flask) -> None:
         mcp_server,
         search,
         export,
+        share,
         workspace_api,
         projects_api,
         projects_pages,
@@ -238,7 +259,24 @@ def _check_csrf() -> None:
         return
     if request.path == "/mcp":
         return  # it takes only a bearer token: a browser's cookie is refused there (401)
+    if request.endpoint == "share.continue_chat":
+        _check_csrf_token_only()
+        return
     csrf.protect()
+
+
+def _check_csrf_token_only() -> None:
+    """The shared page sends no Referer (`Referrer-Policy: no-referrer`: its address holds
+    the link's token), which Flask-WTF's HTTPS check would refuse; its form's CSRF token,
+    tied to the session, is checked as everywhere."""
+    from flask_wtf.csrf import CSRFError, validate_csrf
+    from wtforms import ValidationError
+
+    token = request.form.get("csrf_token") or request.headers.get("X-CSRFToken")
+    try:
+        validate_csrf(token)
+    except ValidationError as refused:
+        raise CSRFError(refused.args[0]) from None
 
 
 def _security_headers(response):

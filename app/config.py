@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from dotenv import load_dotenv
 from pydantic import Field, ValidationError
@@ -28,6 +29,7 @@ from app.setting_types import (
     Origins,
     PublicUrl,
     Seconds,
+    SmtpUrl,
     Weights,
     Whole,
 )
@@ -70,6 +72,29 @@ _CATCH_UP = (
 )
 _WORKER = "runs one `flask worker` executes at once; `gevent` or `threads`"
 _IMAGES = "an OpenAI-compatible images endpoint; without one, labelled local drafts"
+
+_SMTP_URL = (
+    "the mail server: `smtp://user:password@host:587` (STARTTLS when the server offers it; a "
+    "password is sent only over TLS or to a loopback host), `smtps://host:465` (TLS from "
+    "the start), `smtp://host:25` (no login); the password is never logged or shown. Unset: "
+    "every mail, links included, is written to the log at INFO"
+)
+_MAIL_FROM = "the sender address of every mail"
+_MAIL_FROM_DEFAULT = "`loopdesk@` the host of `PUBLIC_URL`, else `loopdesk@localhost`"
+_MAIL_TIMEOUT = (
+    "how long each step of talking to the mail server may take (connecting, each command); "
+    "mails are sent off the request, and a failure is logged"
+)
+_VERIFY_EMAIL = (
+    "accounts made at `/signup` must confirm their address (a mailed link, 24 h) before they "
+    "can start a reply (403 `EMAIL_UNCONFIRMED`): until then every page says so and offers "
+    "to send the link again; accounts made by an admin or `flask create-user`, and those "
+    "from before, count as confirmed"
+)
+_RATE_LIMIT_MAIL = (
+    "mails asked for per client address (`/forgot`, a confirmation link sent again), and "
+    "apart per address asked for at `/forgot` (known or not: the answer is the same)"
+)
 
 
 class Settings(BaseSettings):
@@ -262,6 +287,7 @@ class Settings(BaseSettings):
     rate_limit_signup: str = setting(
         "10 per hour", "RATE_LIMIT_SIGNUP", "sign-ups per client address"
     )
+    rate_limit_mail: str = setting("5 per hour", "RATE_LIMIT_MAIL", _RATE_LIMIT_MAIL)
     max_message_chars: Whole = setting(
         100_000, "MAX_MESSAGE_CHARS", "the longest message a person can send (413 above it)"
     )
@@ -320,6 +346,11 @@ class Settings(BaseSettings):
         "the fast model names a chat after its first exchange (`submit_title`), unless the "
         "person named it",
     )
+    # Email (app/mail/): password resets, address confirmation and invitations.
+    smtp_url: SmtpUrl = setting(None, "SMTP_URL", _SMTP_URL, repr=False)
+    mail_from: str = setting("", "MAIL_FROM", _MAIL_FROM, default_text=_MAIL_FROM_DEFAULT)
+    mail_timeout_seconds: Seconds = setting(10, "MAIL_TIMEOUT_SECONDS", _MAIL_TIMEOUT)
+    verify_email: Flag = setting(False, "VERIFY_EMAIL", _VERIFY_EMAIL)
     # Media generation: an OpenAI-compatible images API when the URL is set (else the
     # local draft renderer); no video provider exists yet.
     image_provider_url: str | None = setting(None, "IMAGE_PROVIDER_URL", _IMAGES)
@@ -422,6 +453,10 @@ def _derived(settings: Settings) -> dict[str, Any]:
     if "model_provider" not in settings.model_fields_set:
         configured = settings.anthropic_api_key or settings.anthropic_base_url
         derived["model_provider"] = "anthropic" if configured else "demo"
+    if not settings.mail_from:
+        derived["mail_from"] = (
+            f"loopdesk@{urlsplit(settings.public_url or '').hostname or 'localhost'}"
+        )
     if not settings.secret_key:
         derived["secret_key"] = _secret_key(settings.instance_path)
     return derived

@@ -28,6 +28,7 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "FORBIDDEN"
     PROJECT_ROLE = "PROJECT_ROLE"
     INSUFFICIENT_SCOPE = "INSUFFICIENT_SCOPE"
+    EMAIL_UNCONFIRMED = "EMAIL_UNCONFIRMED"
     SESSION_REQUIRED = "SESSION_REQUIRED"
     NOT_FOUND = "NOT_FOUND"
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
@@ -103,6 +104,11 @@ MEANINGS: dict[ErrorCode, Meaning] = {
     ),
     ErrorCode.INSUFFICIENT_SCOPE: Meaning(
         (403,), "The bearer token lacks the scope this needs (`read`, `chat` or `admin`)."
+    ),
+    ErrorCode.EMAIL_UNCONFIRMED: Meaning(
+        (403,),
+        "With VERIFY_EMAIL on, a person who has not yet confirmed their address (the mailed "
+        "link) cannot start a reply.",
     ),
     ErrorCode.SESSION_REQUIRED: Meaning(
         (403,), "This needs a browser session: a token cannot do it."

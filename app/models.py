@@ -1,10 +1,11 @@
 """Every model, imported once so Alembic and the tests see the whole schema."""
 
+from app.accounts.email_tokens import EmailToken
 from app.accounts.models import ApiToken, User
 from app.accounts.project_models import Project, ProjectInvitation, ProjectMember
 from app.agents.models import Guideline, GuidelineChange
 from app.billing.models import UsageEvent
-from app.chat.models import Conversation, Message, Run, RunLogEntry
+from app.chat.models import ChatShare, Conversation, Message, Run, RunLogEntry
 from app.db import Base
 from app.mcp.models import McpServer
 from app.memory.models import MemoryChange, UserMemory
@@ -25,7 +26,9 @@ __all__ = [
     "Base",
     "Campaign",
     "Character",
+    "ChatShare",
     "Conversation",
+    "EmailToken",
     "Guideline",
     "GuidelineChange",
     "ImagePreset",

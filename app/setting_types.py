@@ -30,6 +30,21 @@ def _public_url(raw: str) -> str | None:
     return raw.strip().rstrip("/")
 
 
+def _smtp_url(raw: str) -> str | None:
+    """`smtp://user:password@host:587` or `smtps://host:465`. The text is never repeated
+    in an error (it may hold a password)."""
+    if not raw.strip():
+        return None
+    parts = urlsplit(raw.strip())
+    if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
+        raise ValueError("must be like smtp://user:password@host:587 or smtps://host:465")
+    try:
+        parts.port  # noqa: B018  (a port that is not a number raises here)
+    except ValueError:
+        raise ValueError("must name a numeric port, like smtp://host:587") from None
+    return raw.strip()
+
+
 def _weights(raw: str) -> dict[str, int]:
     """`claude-haiku-5-5=1,claude-sonnet-5-5=2` → {model: credits}."""
     weights = {}
@@ -84,6 +99,7 @@ Seconds = Annotated[float, _text(float, "a number of seconds")]
 Flag = Annotated[bool, _text(_bool)]
 OptionalFlag = Annotated[bool | None, _text(_optional_bool)]
 PublicUrl = Annotated[str | None, _text(_public_url)]
+SmtpUrl = Annotated[str | None, _text(_smtp_url)]
 Weights = Annotated[dict[str, int], _text(_weights)]
 Hosts = Annotated[tuple[str, ...], _text(_hosts)]
 Origins = Annotated[tuple[str, ...], _text(_origins)]

@@ -136,6 +136,7 @@ const Loopdesk = (() => {
     Theme.wire();
     Menus.wire();
     Announcer.wire();
+    Sidebar.wire();
     wireElapsed();
     wireTabTitle();
     LiveText.wire();
@@ -675,11 +676,110 @@ const Menus = (() => {
       } else if (drawerOpen()) {
         event.preventDefault();
         setDrawer(false, true);
+      } else {
+        // A header menu (Export, Share) holding the focus closes, and its button keeps it.
+        const open =
+          event.target.closest?.("details.chat-export[open]") ||
+          (event.target === document.body && document.querySelector("details.chat-export[open]"));
+        if (!open) return;
+        event.preventDefault();
+        open.open = false;
+        open.querySelector("summary")?.focus();
       }
     });
     // Tabbing out of the open menu closes it.
     document.addEventListener("focusin", (event) => {
       if (menuOpen() && !event.target.closest("#topnav, #menu-button")) setMenu(false, false);
+    });
+  }
+
+  return { wire };
+})();
+
+// The chat list's groups (pinned, folders, recent) and its Select mode. An item the socket
+// pushes that belongs in another group (pinned, filed or archived in another tab), or one
+// the list does not hold (restored elsewhere), has the list fetched again; "Select" shows
+// a checkbox on every item and the bulk actions (which ask before they act).
+const Sidebar = (() => {
+  function refresh() {
+    const list = document.getElementById("conversation-list");
+    // Not while the person is in the middle of something there (a rename, a Move, a
+    // selection): its own answer brings the whole list.
+    if (!list || !list.dataset.src || busy(list)) return;
+    htmx.ajax("GET", list.dataset.src, { target: list, swap: "outerHTML" });
+  }
+
+  const busy = (list) => Boolean(list.querySelector(".editing")) || list.classList.contains("selecting");
+
+  function isItem(el) {
+    return el instanceof Element && el.classList.contains("conversation-item") && el.dataset.group;
+  }
+
+  // Where the focus is in the list: an item's id and which of its controls. The list is
+  // re-rendered by an item's action, by the socket's item and by a refresh; each time the
+  // focus goes back to the same place (Pin becomes Unpin there), or to the list when the
+  // chat left it.
+  const controls = (item) => Array.from(item.querySelectorAll("a, button, input:not([type=hidden])"));
+  let memo = null;
+
+  function remember(element) {
+    const item = element instanceof Element ? element.closest(".conversation-item") : null;
+    if (item && item.id) memo = { id: item.id, index: controls(item).indexOf(element) };
+  }
+
+  function restore(loaded) {
+    if (!memo || !(loaded.id === "conversation-list" || loaded.id === memo.id)) return;
+    const item = document.getElementById(memo.id);
+    const list = document.getElementById("conversation-list");
+    let target = item ? controls(item)[memo.index] || controls(item)[0] : list && list.querySelector("a, button");
+    if (item && item.classList.contains("editing")) target = item.querySelector("input:not([type=hidden])");
+    // With a mouse the item's actions show only while it holds the focus (app.css): its
+    // link takes it first, so the action is focusable.
+    if (item && target && target.closest(".item-actions")) item.querySelector("a")?.focus();
+    if (target) target.focus();
+    if (loaded.id === "conversation-list") memo = null;
+  }
+
+  function wire() {
+    document.body.addEventListener("htmx:beforeRequest", (event) => {
+      if (event.target instanceof Element && event.target.closest(".conversation-item")) remember(event.target);
+    });
+    document.body.addEventListener("htmx:beforeSwap", (event) => {
+      const target = event.detail && event.detail.target;
+      if (!target || target.id !== "conversation-list") return;
+      const config = event.detail.requestConfig || {};
+      if (config.verb === "get" && busy(target)) {
+        event.detail.shouldSwap = false; // a refresh that came back while the person acts
+        return;
+      }
+      if (target.contains(document.activeElement)) remember(document.activeElement);
+    });
+    document.body.addEventListener("htmx:oobBeforeSwap", (event) => {
+      const old = event.detail && event.detail.target;
+      if (old instanceof Element && old.contains(document.activeElement)) remember(document.activeElement);
+    });
+    // (htmx:load: the new list or item, in the page; an outerHTML swap's settle events
+    // fire on the element it replaced, out of the page.)
+    document.body.addEventListener("htmx:load", (event) => {
+      restore(event.target);
+      const item = event.target;
+      if (!isItem(item)) return;
+      const group = item.parentElement && item.parentElement.closest("[data-group]");
+      if (group && group.dataset.group !== item.dataset.group) refresh();
+    });
+    document.body.addEventListener("htmx:oobErrorNoTarget", (event) => {
+      const item = event.detail && event.detail.content;
+      if (isItem(item) && item.dataset.group !== "archived" && item.id.startsWith("conv-")) refresh();
+    });
+    document.addEventListener("click", (event) => {
+      const toggle = event.target.closest("[data-select-toggle]");
+      if (!toggle) return;
+      const area = toggle.closest("#conversation-list, #archived-list");
+      const on = toggle.getAttribute("aria-pressed") !== "true";
+      toggle.setAttribute("aria-pressed", String(on));
+      toggle.textContent = on ? "Done selecting" : "Select";
+      area.classList.toggle("selecting", on);
+      if (!on) for (const box of area.querySelectorAll(".select-box")) box.checked = false;
     });
   }
 

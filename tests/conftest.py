@@ -192,6 +192,9 @@ def make_app(tmp_path, database_url, sqlite_schema, no_model_url):
             # Naming a chat after its first run is one more fast-model request, which
             # scripted tests would have to answer: tests about titles turn it on.
             "chat_titles": False,
+            # A stdio MCP server starts a Python program: on a loaded machine that can
+            # take longer than the 10 s default. No test waits on this timeout firing.
+            "mcp_timeout_seconds": 30,
         }
         config.update(overrides)
         first = create_schema and not apps
@@ -264,3 +267,13 @@ def rogue():
 
     with rogue_server() as base:
         yield base
+
+
+@pytest.fixture
+def smtp():
+    """A real SMTP server (tests/mail/smtp_server.py): its `url` and the mails it got."""
+    from tests.mail.smtp_server import smtp_server
+
+    with smtp_server() as (url, inbox):
+        inbox.url = url
+        yield inbox

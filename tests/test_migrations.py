@@ -304,7 +304,7 @@ def test_rows_indexed_before_are_indexed_again_by_what_a_person_reads(make_app):
         assert [h.sequence for h in search(session, user_id, "sundae").hits] == [1]
 
 
-BEFORE_PROJECTS = "a3485b2c9bed"  # the revision before projects
+BEFORE_PROJECTS = "41123088a987"  # the revision before projects
 
 
 def test_projects_migration_puts_every_row_in_its_makers_personal_project(make_app):
@@ -400,3 +400,130 @@ def test_projects_migration_puts_every_row_in_its_makers_personal_project(make_a
     auth.login("ada@example.com")
     offers = auth.client.get("/api/offers").get_json()["items"]
     assert [offer["name"] for offer in offers] == ["Offer"]  # hers, as before
+
+
+BEFORE_SHARES = "a3485b2c9bed"  # the revision before 80354337275b (chat_shares)
+
+
+def test_chat_shares_arrive_beside_every_chat_and_leave_them_on_downgrade(make_app):
+    """80354337275b: a new table; the chats already there stay, on the way down too."""
+    from flask_migrate import downgrade
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade(revision=BEFORE_SHARES)
+    engine = app.extensions["database"].engine
+    with engine.begin() as connection:
+        user = connection.execute(
+            text(
+                "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+                " VALUES ('ada@example.com', 'x', '', false, '2026-12-01 10:00:00') RETURNING id"
+            )
+        ).scalar()
+        connection.execute(
+            text(
+                "INSERT INTO conversations (user_id, title, status, tool_phase,"
+                " summarized_up_to_sequence, created_at, updated_at)"
+                " VALUES (:user, 'Kept', 'IDLE', 'discovery', 0,"
+                " '2026-12-01 10:00:00', '2026-12-01 10:00:00')"
+            ),
+            {"user": user},
+        )
+    with app.app_context():
+        upgrade()
+    with engine.begin() as connection:
+        chat = connection.execute(
+            text("SELECT id FROM conversations WHERE title = 'Kept'")
+        ).scalar()
+        connection.execute(
+            text(
+                "INSERT INTO chat_shares (conversation_id, token_digest, created_by, created_at)"
+                " VALUES (:chat, 'digest', :user, '2026-12-01 10:00:00')"
+            ),
+            {"chat": chat, "user": user},
+        )
+        if engine.dialect.name == "sqlite":  # a share's id is never handed out again
+            sql = connection.execute(
+                text("SELECT sql FROM sqlite_master WHERE name = 'chat_shares'")
+            ).scalar()
+            assert "AUTOINCREMENT" in sql
+    with app.app_context():
+        downgrade(revision=BEFORE_SHARES)
+    with engine.connect() as connection:
+        titles = connection.execute(text("SELECT title FROM conversations")).scalars().all()
+    assert titles == ["Kept"]
+    assert "chat_shares" not in inspect(engine).get_table_names()
+
+
+BEFORE_EMAIL = "80354337275b"  # the revision before email tokens and confirmed addresses
+
+
+def test_accounts_from_before_email_confirmation_count_as_confirmed(make_app):
+    """42848bf167d0: every existing account keeps working with VERIFY_EMAIL on (its
+    address counts as confirmed), and nothing of it is lost."""
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade(revision=BEFORE_EMAIL)
+    engine = app.extensions["database"].engine
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+                " VALUES ('ada@example.com', 'x', 'Ada', false, '2026-12-01 10:00:00')"
+            )
+        )
+    with app.app_context():
+        upgrade()
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT email, display_name, email_verified_at FROM users")
+        ).all()
+    assert [(email, name) for email, name, _ in rows] == [("ada@example.com", "Ada")]
+    assert rows[0].email_verified_at is not None
+
+
+BEFORE_ORGANIZE = "42848bf167d0"  # the revision before pins, folders and the archive
+
+
+def test_chats_before_pins_folders_and_archive_keep_every_row_and_their_ids(make_app):
+    """41123088a987: existing chats stay, unpinned, in no folder, not archived; the table
+    keeps its AUTOINCREMENT on SQLite (plain ALTER TABLE, no copy); down and up again."""
+    from flask_migrate import downgrade
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade(revision=BEFORE_ORGANIZE)
+    engine = app.extensions["database"].engine
+    with engine.begin() as connection:
+        user = connection.execute(
+            text(
+                "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+                " VALUES ('ada@example.com', 'x', 'Ada', false, '2026-12-01') RETURNING id"
+            )
+        ).scalar()
+        chat = connection.execute(
+            text(
+                "INSERT INTO conversations (user_id, title, status, tool_phase,"
+                " summarized_up_to_sequence, created_at, updated_at) VALUES (:user,"
+                " 'Launch plan', 'IDLE', 'discovery', 0, '2026-12-01', '2026-12-01') RETURNING id"
+            ),
+            {"user": user},
+        ).scalar()
+    with app.app_context():
+        upgrade()
+        downgrade(revision=BEFORE_ORGANIZE)
+        upgrade()
+    with engine.begin() as connection:
+        rows = connection.execute(
+            text("SELECT id, title, pinned_at, archived_at, folder FROM conversations")
+        ).all()
+        assert [tuple(row) for row in rows] == [(chat, "Launch plan", None, None, None)]
+        if engine.dialect.name == "sqlite":
+            sql = connection.execute(
+                text("SELECT sql FROM sqlite_master WHERE name = 'conversations'")
+            ).scalar()
+            assert "AUTOINCREMENT" in sql

@@ -53,6 +53,10 @@ class User(Base):
     # Colour theme: "system" follows the browser's light/dark preference; "light" or
     # "dark" is the person's own choice (the toggle in the top bar, or Settings).
     theme: Mapped[str] = mapped_column(String(10), default="system", server_default="system")
+    # When the person proved the address is theirs (a mailed link, or a password reset
+    # through one). None: not confirmed, which matters only with VERIFY_EMAIL on; accounts
+    # made by an admin, the CLI, or from before the column, count as confirmed.
+    email_verified_at: Mapped[datetime | None]
 
     tokens: Mapped[list[ApiToken]] = relationship(
         back_populates="user", cascade="all, delete-orphan"

@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.accounts.projects import member_projects, personal_project_id
+from app.accounts.projects import personal_project_id
 from app.chat.models import TITLE_DEFAULT, TITLE_PERSON, Conversation, Message
 from app.chat.shapes import meta_of
 from app.kinds import RowKind
@@ -42,18 +41,6 @@ def rename_conversation(conversation: Conversation, title: str) -> None:
     conversation.title_source = TITLE_PERSON
 
 
-def conversations_for(session: Session, user_id: int) -> list[Conversation]:
-    query = (
-        select(Conversation)
-        .where(
-            Conversation.user_id == user_id,
-            Conversation.project_id.in_(member_projects(user_id)),
-        )
-        .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
-    )
-    return list(session.scalars(query))
-
-
 class ListedConversation(Protocol):
     """What the conversation list shows of one: a Conversation, or a row of its columns."""
 
@@ -65,14 +52,24 @@ class ListedConversation(Protocol):
     def status(self) -> str: ...
     @property
     def updated_at(self) -> datetime: ...
+    @property
+    def pinned_at(self) -> datetime | None: ...
+    @property
+    def archived_at(self) -> datetime | None: ...
+    @property
+    def folder(self) -> str | None: ...
 
 
 def conversation_dict(conversation: ListedConversation) -> dict[str, Any]:
+    """A chat as the list, the API and the `conversation` frame show it."""
     return {
         "id": conversation.id,
         "title": conversation.title,
         "status": conversation.status,
         "updated_at": conversation.updated_at.isoformat() + "Z",
+        "pinned": conversation.pinned_at is not None,
+        "archived": conversation.archived_at is not None,
+        "folder": conversation.folder,
     }
 
 

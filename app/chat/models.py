@@ -85,9 +85,23 @@ class Conversation(Base):
     branch_chosen_at_sequence: Mapped[int | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    # How the person keeps their list (app/chat/organize.py): pinned chats come first, a
+    # folder groups chats by a name of the person's, an archived chat leaves the list
+    # (still searchable and restorable). NULL: not pinned, in no folder, not archived.
+    pinned_at: Mapped[datetime | None]
+    archived_at: Mapped[datetime | None]
+    folder: Mapped[str | None] = mapped_column(String(60))
 
     def touch(self) -> None:
         self.updated_at = utcnow()
+
+    @property
+    def pinned(self) -> bool:
+        return self.pinned_at is not None
+
+    @property
+    def archived(self) -> bool:
+        return self.archived_at is not None
 
 
 class Message(Base):
@@ -144,6 +158,25 @@ class Run(Base):
     started_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+
+
+class ChatShare(Base):
+    """A read-only link to a conversation's shown branch (app/chat/shares.py): only the
+    token's SHA-256 digest is kept (the link is shown once, as an API token is). One live
+    link per conversation: making a new one revokes the old."""
+
+    __tablename__ = "chat_shares"
+    __table_args__ = (NEVER_REUSED_IDS,)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    token_digest: Mapped[str] = mapped_column(String(64), unique=True)
+    created_by: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
 
 
 class RunLogEntry(Base):

@@ -59,6 +59,8 @@ def source_label(source: dict[str, Any]) -> str:
         return "a remembered fact made from outside content"
     if "web_search" in source:
         return f"a web search for {str(source['web_search'])!r}"
+    if "shared_chat" in source:
+        return f"someone else's chat, shared by a link ({str(source['shared_chat'])!r})"
     if source.get("mcp"):
         return f"the MCP server {source['mcp']} (its tool {source.get('tool', '')})"
     return "outside content"

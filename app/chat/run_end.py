@@ -40,6 +40,9 @@ _LIST_ITEM = select(
     _conversations.c.title,
     _conversations.c.status,
     _conversations.c.updated_at,
+    _conversations.c.pinned_at,
+    _conversations.c.archived_at,
+    _conversations.c.folder,
 ).where(_conversations.c.id == bindparam("conversation_id"))
 EMPTY_ANSWER = "(The model returned an empty answer.)"
 

@@ -32,6 +32,7 @@ from app.chat.run_log import describe, load_reports
 from app.web.forms import Form, UserCreateForm
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
+from app.web.mailing import reset_link
 from app.web.settings_page import (
     MemoryTarget,
     add_fact_for,
@@ -87,6 +88,23 @@ def users():
             return redirect(url_for("admin.users"))
     status = 400 if form.errors else 200
     return render_template("admin/users.html", users=_users(), form=form), status
+
+
+@bp.post("/users/<int:user_id>/reset-link")
+@admin_required
+def reset_link_for(user_id: int):
+    """A link that sets a new password for the person, shown once on the People page for
+    the admin to hand over (no mail is sent; the same rules as a mailed one)."""
+    person = _person_or_404(user_id)
+    link = reset_link(person)
+    db_session().commit()
+    return render_template(
+        "admin/users.html",
+        users=_users(),
+        form=UserCreateForm(formdata=None),
+        reset_link=link,
+        reset_person=person,
+    )
 
 
 # -- deleting someone --------------------------------------------------------------------------

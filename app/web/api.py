@@ -17,10 +17,10 @@ from app.chat import turn
 from app.chat.branches import branch_version, current_leaf, shown_rows
 from app.chat.conversations import (
     conversation_dict,
-    conversations_for,
     create_conversation,
 )
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
+from app.chat.organize import FolderNameRefused, folder_name, listed_conversations
 from app.chat.turn import Turn
 from app.error_codes import ErrorCode
 from app.web.access import (
@@ -32,13 +32,16 @@ from app.web.access import (
 )
 from app.web.admin import admin_required
 from app.web.chat_actions import (
+    bulk_organize,
     edited_message,
     new_message,
+    organize_conversation,
     start_turn,
     stop_conversation,
     store_request_upload,
     switch_branch,
 )
+from app.web.chat_shapes import FOLDER_PATTERN, ChatPatch, ChatsBulk, ChatsBulkDone
 from app.web.errors import ApiError
 from app.web.extensions import message_rate_limit
 from app.web.identity import db_session
@@ -52,6 +55,7 @@ from app.web.shapes import (
     ChatCreate,
     ChatCreated,
     ChatList,
+    ChatOut,
     Edit,
     LoopBody,
     MessageList,
@@ -133,11 +137,77 @@ def create_chat():
 
 
 @bp.get("/chats")
-@documented("GET", "List your chats", response=ChatList)
+@documented(
+    "GET",
+    "List your chats",
+    response=ChatList,
+    query=(
+        Param(
+            "archived",
+            {"type": "string", "enum": ["true", "false"]},
+            "the archived chats instead of the others (default false)",
+        ),
+        Param(
+            "folder",
+            {"type": "string", "maxLength": 60, "pattern": FOLDER_PATTERN},
+            "only the chats in this folder; empty: only those in none",
+        ),
+    ),
+)
 @login_required
 def list_chats():
-    chats = conversations_for(db_session(), current_user.id)
+    """The caller's chats, newest activity first; archived ones only when asked."""
+    archived = request.args.get("archived", "false")
+    if archived not in ("true", "false"):
+        raise ApiError(
+            400, "'archived' must be true or false.", ErrorCode.INVALID_FIELD, field="archived"
+        )
+    folder = request.args.get("folder")
+    if folder is not None:
+        try:
+            folder = folder_name(folder) or ""
+        except FolderNameRefused as refused:
+            raise ApiError(400, str(refused), ErrorCode.INVALID_FIELD, field="folder") from None
+    chats = listed_conversations(
+        db_session(), current_user.id, archived=archived == "true", folder=folder
+    )
     return jsonify({"chats": [conversation_dict(c) for c in chats]})
+
+
+@bp.patch("/chats/<int:conversation_id>")
+@documented("PATCH", "Rename, pin, archive, file or move a chat", response=ChatOut, body=ChatPatch)
+@login_required
+def patch_chat(conversation_id: int):
+    """Any of title, folder, pinned, archived, project_id; the fields left out keep their
+    value."""
+    request.get_data(cache=True)  # read before any lock is taken
+    conversation = owned_or_404(Conversation, conversation_id)
+    body = body_of(ChatPatch)
+    changes = {name: getattr(body, name) for name in body.model_fields_set}
+    if "project_id" in changes:
+        # Imported here: the projects API imports this module's body_of.
+        from app.web.projects_api import set_chat_project
+
+        set_chat_project(conversation, changes.pop("project_id"))
+    organize_conversation(conversation, changes)
+    return jsonify(conversation_dict(conversation))
+
+
+@bp.post("/chats/bulk")
+@documented(
+    "POST",
+    "Archive, restore or delete several chats",
+    response=ChatsBulkDone,
+    body=ChatsBulk,
+    errors=(ErrorCode.NOT_FOUND,),
+)
+@login_required
+def bulk_chats():
+    """All of them or none: an id that is not one of the caller's chats is 404 and
+    nothing changes. Deleting a chat being answered cancels its run (as one delete does)."""
+    body = body_of(ChatsBulk)
+    done = bulk_organize(body.ids, body.action)
+    return jsonify({"action": done.action, "ids": done.ids})
 
 
 @bp.get("/chats/<int:conversation_id>/messages")
@@ -190,6 +260,7 @@ def _turn_of(body: NewMessage | CardAnswer | Regenerate | Edit) -> Turn:
         ErrorCode.QUOTA_EXCEEDED,
         ErrorCode.TOO_MANY_RUNS,
         ErrorCode.RATE_LIMITED,
+        ErrorCode.EMAIL_UNCONFIRMED,
     ),
 )
 @login_required

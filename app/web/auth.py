@@ -16,6 +16,7 @@ from app.web.errors import error_response
 from app.web.extensions import limiter
 from app.web.forms import ConfirmForm, LoginForm, SignupForm
 from app.web.identity import client_address, db_session
+from app.web.mailing import send_address_confirmation
 from app.web.offload import off_the_loop
 from app.web.session import end_this_session, start_session
 from app.web.socket_access import announce_sessions_ended
@@ -121,7 +122,8 @@ def signup():
         return render_template("auth/signup.html", form=form), status
     session = db_session()
     try:
-        user = create_user(session, form.email.data, form.password.data)
+        # Confirmed only by the mailed link (VERIFY_EMAIL), never by typing it here.
+        user = create_user(session, form.email.data, form.password.data, verified=False)
     except AccountError:
         session.rollback()
         spend_a_password_hash(form.password.data)  # what creating the account costs
@@ -129,6 +131,8 @@ def signup():
         return redirect(url_for("auth.login"))
     user.needs_onboarding = True  # only self-made accounts get the welcome step
     session.commit()
+    if _settings().verify_email:
+        send_address_confirmation(user)
     start_session(user)
     flash("Welcome to Loopdesk.")
     return redirect(url_for("chat.index"))

@@ -29,11 +29,11 @@ from app.chat.attachments import pending_attachments
 from app.chat.branches import NEVER_BRANCHED, branch_version, shown_rows
 from app.chat.conversations import (
     conversation_dict,
-    conversations_for,
     create_conversation,
     rename_conversation,
 )
 from app.chat.models import Conversation, Message
+from app.chat.organize import listed_conversations, sidebar_context
 from app.chat.runs import IDLE_COMPOSER, composer_state
 from app.chat.turn import Regenerate
 from app.db import utcnow
@@ -77,7 +77,7 @@ def _page(conversation: Conversation | None, new_chat: bool = False):
     starters, pending = starters_for(current_user) if not rows else ([], False)
     return render_template(
         "chat/page.html",
-        conversations=conversations_for(session, current_user.id),
+        **sidebar_context(session, current_user.id),
         conversation=conversation,
         new_chat=new_chat,  # (not `draft`: the composer prints a `draft` as its text)
         rows=rows,
@@ -100,7 +100,7 @@ def index():
     """The conversation list, with the latest chat open (or the empty state)."""
     if _must_onboard():
         return _welcome_page(WelcomeForm(formdata=None))
-    conversations = conversations_for(db_session(), current_user.id)
+    conversations = listed_conversations(db_session(), current_user.id)
     if conversations:
         return redirect(url_for("chat.show", conversation_id=conversations[0].id))
     return _page(None)

@@ -8,17 +8,34 @@ import time
 
 from flask import current_app, request
 from flask_login import current_user
+from sqlalchemy import select
 
 from app.accounts.onboarding import starter_sources
 from app.chat.attachments import save_attachment
-from app.chat.conversations import conversation_dict, row_dict
+from app.chat.conversations import conversation_dict, rename_conversation, row_dict
 from app.chat.models import Conversation
+from app.chat.organize import (
+    BulkAction,
+    BulkDone,
+    ChatsNotFound,
+    apply_bulk,
+    set_archived,
+    set_folder,
+    set_pinned,
+)
 from app.chat.runs import lock_active_run, lock_conversation
 from app.chat.stop import stop_active_run
 from app.chat.turn import BRANCHING, Edit, NewMessage, Turn, submit_turn
 from app.chat.turn_checks import TurnRejected
 from app.chat.turns import StartedTurn, choose_branch
-from app.events import BranchChanged, ConversationChanged, RowPersisted, Status
+from app.error_codes import ErrorCode
+from app.events import (
+    BranchChanged,
+    ConversationChanged,
+    ConversationDeleted,
+    RowPersisted,
+    Status,
+)
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.workspace.attachments import AttachmentRefused, PdfLimits, read_upload
@@ -37,6 +54,7 @@ def edited_message(sequence: int, text: str) -> Edit:
 
 def start_turn(conversation_id: int, turn: Turn) -> StartedTurn:
     """Start `turn` in one transaction, then tell the sockets and hand the run over."""
+    refuse_if_unconfirmed()
     services = current_app.extensions["services"]
     session = db_session()
     try:
@@ -64,6 +82,18 @@ def start_turn(conversation_id: int, turn: Turn) -> StartedTurn:
     # queue), and SQLite's write lock must not be held meanwhile.
     current_app.extensions["executor"].submit(started.run.id)
     return started
+
+
+def refuse_if_unconfirmed() -> None:
+    """With VERIFY_EMAIL on, no reply is started for a person whose address is not yet
+    confirmed (every page says so and offers the link again)."""
+    if current_app.config["LOOPDESK"].verify_email and current_user.email_verified_at is None:
+        raise ApiError(
+            403,
+            "Confirm your email address first: open the link we mailed you "
+            "(or send it again from the notice at the top of the page).",
+            ErrorCode.EMAIL_UNCONFIRMED,
+        )
 
 
 def _api_error(rejection: TurnRejected) -> ApiError:
@@ -116,6 +146,56 @@ def delete_conversation(conversation_id: int) -> None:
     session.commit()
     if run is not None:
         current_app.extensions["services"].cancellations.add(run.id)
+
+
+def organize_conversation(conversation: Conversation, changes: dict) -> None:
+    """Rename, pin, archive or file the person's chat (`changes`: any of title, pinned,
+    archived, folder, already validated), in one transaction; every tab follows."""
+    session = db_session()
+    if "title" in changes:
+        rename_conversation(conversation, changes["title"])
+    if "pinned" in changes:
+        set_pinned(conversation, changes["pinned"])
+    if "archived" in changes:
+        set_archived(conversation, changes["archived"])
+    if "folder" in changes:
+        set_folder(conversation, changes["folder"])
+    session.commit()
+    current_app.extensions["services"].hub.publish_user(
+        current_user.id, ConversationChanged(conversation_dict(conversation))
+    )
+
+
+def bulk_organize(ids: list[int], action: BulkAction) -> BulkDone:
+    """Archive, restore or delete several of the person's chats: all in one transaction,
+    or none (404 naming an id that is not theirs). Runs answering in deleted chats are
+    cut as a single delete cuts them; every tab follows."""
+    services = current_app.extensions["services"]
+    session = db_session()
+    try:
+        done = apply_bulk(session, current_user.id, ids, action)
+        changed = [
+            conversation_dict(conversation)
+            for conversation in session.scalars(
+                select(Conversation).where(Conversation.id.in_(done.ids))
+            )
+        ]
+        session.commit()
+    except ChatsNotFound as missing:
+        session.rollback()
+        raise ApiError(
+            404,
+            f"Chat {missing.conversation_id} is not one of yours: nothing was changed.",
+            ErrorCode.NOT_FOUND,
+            field="ids",
+        ) from None
+    for run_id in done.cancelled_runs:
+        services.cancellations.add(run_id)
+    for conversation_id in done.ids if action == "delete" else ():
+        services.hub.publish_user(current_user.id, ConversationDeleted(conversation_id))
+    for item in changed:
+        services.hub.publish_user(current_user.id, ConversationChanged(item))
+    return done
 
 
 def store_request_upload(conversation_id: int) -> Attachment:

@@ -45,7 +45,7 @@ class NewPassword:
     def __call__(self, form, field):
         from flask_login import current_user
 
-        email = form.email.data if hasattr(form, "email") else ""
+        email = form.email.data if hasattr(form, "email") else getattr(form, "account_email", "")
         if not email and current_user and current_user.is_authenticated:
             email = current_user.email
         problem = password_problem(field.data or "", email or "")
@@ -63,6 +63,22 @@ class SignupForm(Form):
     password = PasswordField("Password", validators=[DataRequired(), NewPassword()])
     confirm = PasswordField(
         "Repeat password", validators=[DataRequired(), EqualTo("password", "Passwords differ.")]
+    )
+
+
+class ForgotPasswordForm(Form):
+    email = StringField("Email", validators=[DataRequired(), Email(), Length(max=254)])
+
+
+class ResetPasswordForm(Form):
+    """A new password set through a mailed link; `account_email` (whose account) feeds
+    the password check, as the email field does at sign-up."""
+
+    account_email = ""
+    new_password = PasswordField("New password", validators=[DataRequired(), NewPassword()])
+    confirm = PasswordField(
+        "Repeat new password",
+        validators=[DataRequired(), EqualTo("new_password", "Passwords differ.")],
     )
 
 

@@ -15,13 +15,11 @@ from app.accounts.project_models import Project, ProjectInvitation, ProjectMembe
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
 from app.db import read_transaction
 from app.error_codes import ErrorCode
-from app.web.access import owned_or_404
 from app.web.api import body_of
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.web.openapi import documented
 from app.web.project_shapes import (
-    ChatProjectChange,
     InvitationAccept,
     InvitationList,
     MemberAdd,
@@ -33,7 +31,6 @@ from app.web.project_shapes import (
     ProjectList,
     ProjectOut,
 )
-from app.web.shapes import ChatCreated
 from app.web.socket_access import announce_left_project
 from app.workspace.models import Attachment
 
@@ -313,26 +310,9 @@ def accept_invitation():
 # -- a chat's project --------------------------------------------------------------------------
 
 
-@bp.patch("/chats/<int:conversation_id>")
-@documented(
-    "PATCH",
-    "Change a chat: its project (a project of yours; the chat works in it from then on)",
-    response=ChatCreated,
-    body=ChatProjectChange,
-)
-@login_required
-def change_chat_project(conversation_id: int):
-    request.get_data(cache=True)
-    conversation = owned_or_404(Conversation, conversation_id)
-    body = body_of(ChatProjectChange)
-    set_chat_project(conversation, body.project_id)
-    db_session().commit()
-    return jsonify({"id": conversation.id})
-
-
 def set_chat_project(conversation: Conversation, project_id: int) -> None:
     """The chat works in `project_id` from its next run on (a member's, any role: a
-    viewer's chat reads without writing). For the lead to merge into PATCH /api/chats/<id>."""
+    viewer's chat reads without writing). PATCH /api/chats/<id> calls it."""
     _require(project_id, rules.READ)
     conversation.project_id = project_id
     conversation.project_chosen = True

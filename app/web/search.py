@@ -7,7 +7,9 @@ import re
 from flask import Blueprint, jsonify, render_template, request, url_for
 from flask_login import current_user, login_required
 from markupsafe import Markup, escape
+from sqlalchemy import select
 
+from app.chat.models import Conversation
 from app.chat.search import MAX_OFFSET, ChatHits, Hit, SearchPage, search
 from app.db import read_transaction
 from app.error_codes import ErrorCode
@@ -46,9 +48,10 @@ def api_search():
 def search_dict(query: str, limit: int = 20, offset: int = 0) -> dict:
     """A page of hits as the API (and the MCP server's search_chats) answers it."""
     found = _search(query, limit, offset)
+    archived = _archived(found)
     return {
         "hits": [_hit_dict(hit) for hit in found.hits],
-        "chats": [_chat_dict(chat) for chat in found.chats],
+        "chats": [_chat_dict(chat, chat.conversation_id in archived) for chat in found.chats],
         "next_cursor": str(found.next_offset) if found.next_offset is not None else None,
     }
 
@@ -60,7 +63,21 @@ def results():
     query = request.args.get("q", "").strip()
     found = _search(query, PAGE_LIMIT, 0) if query else None
     template = "chat/_search_results.html" if is_htmx() else "chat/search.html"
-    return render_template(template, query=query, found=found)
+    return render_template(template, query=query, found=found, archived=_archived(found))
+
+
+def _archived(found: SearchPage | None) -> set[int]:
+    """Which of the chats found are archived: their hits say so (they are not in the list)."""
+    if not found or not found.chats:
+        return set()
+    ids = [chat.conversation_id for chat in found.chats]
+    return set(
+        db_session().scalars(
+            select(Conversation.id).where(
+                Conversation.id.in_(ids), Conversation.archived_at.is_not(None)
+            )
+        )
+    )
 
 
 def _search(query: str, limit: int, offset: int):
@@ -108,11 +125,12 @@ def _hit_dict(hit: Hit) -> dict:
     }
 
 
-def _chat_dict(chat: ChatHits) -> dict:
+def _chat_dict(chat: ChatHits, archived: bool) -> dict:
     return {
         "chat": {"id": chat.conversation_id, "title": chat.title},
         "url": url_for("chat.show", conversation_id=chat.conversation_id),
         "title_matched": chat.title_hit is not None,
+        "archived": archived,
         "sequences": [hit.sequence for hit in chat.rows],
     }
 

@@ -235,6 +235,9 @@ class ChatOut(BaseModel):
     title: str
     status: str
     updated_at: str
+    pinned: bool = Field(description="Shown first in the sidebar")
+    archived: bool = Field(description="Out of the list (still searchable); restorable")
+    folder: str | None = Field(description="The folder it is in; null: none")
 
 
 class ChatList(BaseModel):
@@ -433,6 +436,7 @@ class SearchChatHits(BaseModel):
     chat: SearchChat
     url: str
     title_matched: bool
+    archived: bool = Field(description="Out of the chat list (still yours, restorable)")
     sequences: list[int]
 
 

@@ -10,7 +10,7 @@ drop AUTOINCREMENT: the rebuild keeps it (as f127f3b6f14d does), with foreign ke
 meanwhile (migrations/env.py turns them off on SQLite).
 
 Revision ID: 5b88ec68b1b3
-Revises: a3485b2c9bed
+Revises: 41123088a987
 Create Date: 2026-12-03 19:41:37.618642
 
 """
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "5b88ec68b1b3"
-down_revision = "a3485b2c9bed"
+down_revision = "41123088a987"
 branch_labels = None
 depends_on = None
 

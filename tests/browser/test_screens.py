@@ -58,11 +58,26 @@ def _mcp_servers(user_id: int) -> list:
     ]
 
 
+def _organized_chats(user_id: int) -> list:
+    """The sidebar in every group: a pinned chat, two in a folder, and an archived one
+    (on the Archived page, and found by the search page with its "archived" badge)."""
+    from app.chat.models import Conversation
+    from app.db import utcnow
+
+    return [
+        Conversation(user_id=user_id, title="Launch plan", pinned_at=utcnow()),
+        Conversation(user_id=user_id, title="Acme brief", folder="Clients"),
+        Conversation(user_id=user_id, title="Acme follow-up", folder="Clients"),
+        Conversation(user_id=user_id, title="Old quiz idea", archived_at=utcnow()),
+    ]
+
+
 @pytest.fixture(scope="module")
 def site(module_site):
     """The shared server with Ada (an admin, so every page opens), her offer and persona, a
     saved output, and a chat whose card waits for her answer."""
     app, server, model = module_site
+    from app.accounts.email_tokens import RESET, issue_email_token
     from app.accounts.service import create_user
     from app.workspace.models import Offer, Persona
 
@@ -85,9 +100,18 @@ def site(module_site):
         session.flush()
         session.add(Persona(user_id=user.id, offer_id=offer.id, name="Weekend Barista"))
         session.add_all(_mcp_servers(user.id))
+        # A reset link's form, opened logged out (opening it uses nothing up).
+        reset_token = issue_email_token(session, user, RESET)
+        session.add_all(_organized_chats(user.id))
         session.commit()
         user_id = user.id
-    return {"app": app, "server": server, "model": model, "user_id": user_id}
+    return {
+        "app": app,
+        "server": server,
+        "model": model,
+        "user_id": user_id,
+        "reset_token": reset_token,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +142,19 @@ def chat_with_card(site, browser):
     return chat_id
 
 
+@pytest.fixture(scope="module")
+def shared_path(site, chat_with_card) -> str:
+    """The read-only page of the chat with the card (app/chat/shares.py)."""
+    from app.chat.models import Conversation
+    from app.chat.shares import create_share
+
+    with site["app"].extensions["database"].session() as session:
+        conversation = session.get(Conversation, chat_with_card)
+        _share, raw = create_share(session, conversation, site["user_id"], None)
+        session.commit()
+    return f"/s/{raw}"
+
+
 def _api_chat(page, server) -> int:
     page.goto(f"{server.url}/chats/new")
     csrf = json.loads(page.get_attribute("body", "hx-headers"))["X-CSRFToken"]
@@ -126,12 +163,14 @@ def _api_chat(page, server) -> int:
     return response.json()["id"]
 
 
-def _pages(chat_id: int, user_id: int) -> list[str]:
+def _pages(chat_id: int, user_id: int, shared: str) -> list[str]:
     return [
         f"/chats/{chat_id}",
+        shared,
         "/chats/new",
         "/settings",
         "/search?q=quiz",
+        "/chats/archived",
         "/api/docs",
         "/api/docs/websocket",
         "/workspace/offers",
@@ -149,7 +188,18 @@ def _pages(chat_id: int, user_id: int) -> list[str]:
         "/admin/usage",
         f"/admin/users/{user_id}/usage",
         "/admin/mcp-servers",
+        "/verify/no-such-token",  # a confirmation link that no longer works
     ]
+
+
+def _logged_out_pages(reset_token: str) -> list[str]:
+    return ["/login", "/forgot", f"/reset/{reset_token}", "/reset/no-such-token"]
+
+
+def _forgive_its_404(path: str, errors: list[str]) -> None:
+    """A link that no longer works answers its page with 404, which the console reports."""
+    if path.endswith("/no-such-token"):
+        errors[:] = [error for error in errors if "404 (NOT FOUND)" not in error]
 
 
 def _watch_console(page) -> list[str]:
@@ -203,22 +253,29 @@ def _ring_contrast(page, focused: str, behind: str) -> float:
     ],
 )
 def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
-    site, chat_with_card, browser, screen, theme
+    site, chat_with_card, shared_path, browser, screen, theme
 ):
     server = site["server"]
     context = browser.new_context(color_scheme=theme, **SCREENS[screen])
     page = context.new_page()
     page.set_default_timeout(10_000)
     errors = _watch_console(page)
-    page.goto(f"{server.url}/login")
     problems = {}
+    for path in _logged_out_pages(site["reset_token"]):
+        page.goto(f"{server.url}{path}")
+        _forgive_its_404(path, errors)
+        found = audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
+        if found:
+            problems[path] = found
+    page.goto(f"{server.url}{shared_path}")  # a shared chat, logged out
     found = audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
     if found:
-        problems["/login"] = found
+        problems["/s/<token> logged out"] = found
     log_in(page, server)
-    for path in _pages(chat_with_card, site["user_id"]):
+    for path in _pages(chat_with_card, site["user_id"], shared_path):
         page.goto(f"{server.url}{path}")
-        if path.startswith("/chats/") and path != "/chats/new":
+        _forgive_its_404(path, errors)
+        if path.startswith("/chats/") and path not in ("/chats/new", "/chats/archived"):
             page.wait_for_selector("body[data-socket=open]", state="attached")
             page.wait_for_selector(".card-q[data-enhanced=true]", state="attached")
         if path == "/chats/new":

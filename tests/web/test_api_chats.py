@@ -98,8 +98,13 @@ def test_list_chats_shows_only_the_callers(app, api, user, bob):
     assert {chat["id"] for chat in chats} == {first, second}
     assert {chat["title"] for chat in chats} == {"First", "Second"}
     for chat in chats:
-        assert set(chat) == {"id", "title", "status", "updated_at"}
-        assert chat["status"] == "IDLE"
+        assert set(chat) == {"id", "title", "status", "updated_at", "pinned", "archived", "folder"}
+        assert (chat["status"], chat["pinned"], chat["archived"], chat["folder"]) == (
+            "IDLE",
+            False,
+            False,
+            None,
+        )
         assert chat["updated_at"].endswith("Z")
 
 

@@ -60,7 +60,9 @@ def bobs_ids(app, auth):
         session.commit()
         return {
             "project_id": shared.id,
-            "token": invited.token,  # Carol's invitation: not Ada's to see or accept
+            # Carol's invitation: not Ada's to see or accept; and no live share link or
+            # mailed link of anyone's (tests/web/test_share_links.py, test_email_links.py).
+            "token": invited.token,
             "conversation_id": conversation.id,
             "offer_id": offer.id,
             "persona_id": rows[0].id,

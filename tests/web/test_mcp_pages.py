@@ -78,11 +78,12 @@ def test_an_admin_adds_a_local_server_for_everyone(app, client, auth):
 def test_a_tools_read_only_claim_is_trusted_from_the_page(app, client, auth):
     auth.create(admin=True)
     auth.login()
-    client.post(
+    added = client.post(
         "/admin/mcp-servers",
         data={"name": "time", "command": TIME_COMMAND, "policy": "never"},
         headers=auth.headers(),
     )
+    assert added.status_code == 201, added.get_data(as_text=True)
     page = client.get("/admin/mcp-servers").get_data(as_text=True)
     assert "trust it: that get_current_time only reads" in page
     trusted = client.post(

@@ -269,6 +269,7 @@ def test_search_names_each_chat_once_with_its_rows_under_it(app, client, user, a
             "chat": {"id": chat_id, "title": "Gelato launch"},
             "url": f"/chats/{chat_id}",
             "title_matched": True,
+            "archived": False,
             "sequences": [h["sequence"] for h in found["hits"][1:]],
         }
     ]

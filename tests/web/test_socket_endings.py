@@ -1,5 +1,5 @@
-"""A socket ends with its way in (app/web/socket_access.py): logout, a new password, "log
-out everywhere", a token's revocation or expiry and the person's deletion close the
+"""A socket ends with its way in (app/web/socket_access.py): logout, a new password (set
+in settings or by a reset link), "log out everywhere", a token's revocation or expiry and the person's deletion close the
 sockets they opened with 1008, in every process; each catch-up reads the way in again."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from tests.factories import (
     AuthActions,
     add_conversation,
     add_token,
+    csrf_token_from,
     needs_redis,
 )
 from tests.live import LiveServer
@@ -94,7 +95,26 @@ def _end_everywhere(client, auth):
     return client.post("/settings/sessions/end", data={"csrf_token": auth.csrf})
 
 
-@pytest.mark.parametrize("end", [_end_by_logout, _end_by_new_password, _end_everywhere])
+def _end_by_reset_link(client, auth):
+    """A mailed reset link, followed in another browser."""
+    from sqlalchemy import select
+
+    from app.accounts.email_tokens import RESET, issue_email_token
+
+    with auth.app.extensions["database"].session() as session:
+        user = session.scalar(select(User).where(User.email == "ada@example.com"))
+        raw = issue_email_token(session, user, RESET)
+        session.commit()
+    elsewhere = auth.app.test_client()
+    page = elsewhere.get(f"/reset/{raw}").get_data(as_text=True)
+    new = "a brand new passphrase"
+    data = {"new_password": new, "confirm": new, "csrf_token": csrf_token_from(page)}
+    return elsewhere.post(f"/reset/{raw}", data=data)
+
+
+@pytest.mark.parametrize(
+    "end", [_end_by_logout, _end_by_new_password, _end_everywhere, _end_by_reset_link]
+)
 def test_ending_the_session_closes_its_open_sockets_but_not_the_tokens(
     server, client, auth, ada, end
 ):

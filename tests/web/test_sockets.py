@@ -316,7 +316,8 @@ def test_a_page_whose_socket_opens_late_still_gets_the_current_title(app, server
     assert '<h1 id="chat-title" hx-swap-oob="true">Spring launch ideas</h1>' in received
     # The socket watches this chat: its list item stays marked as the one open.
     assert (
-        f'<li id="conv-{chat_id}" class="conversation-item current" hx-swap-oob="true">' in received
+        f'<li id="conv-{chat_id}" class="conversation-item current" data-group="recent"'
+        ' hx-swap-oob="true">' in received
     )
     assert 'aria-current="page"' in received
 
