@@ -47,6 +47,7 @@ from app.web.extensions import message_rate_limit
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
 from app.web.openapi import MAX_ID, UPLOAD, Param, documented
+from app.web.project_access import set_chat_project
 from app.web.shapes import (
     AttachmentOut,
     BranchBody,
@@ -185,9 +186,6 @@ def patch_chat(conversation_id: int):
     body = body_of(ChatPatch)
     changes = {name: getattr(body, name) for name in body.model_fields_set}
     if "project_id" in changes:
-        # Imported here: the projects API imports this module's body_of.
-        from app.web.projects_api import set_chat_project
-
         set_chat_project(conversation, changes.pop("project_id"))
     organize_conversation(conversation, changes)
     return jsonify(conversation_dict(conversation))

@@ -27,8 +27,8 @@ from app.web.admin import admin_required
 from app.web.api import body_of
 from app.web.errors import ApiError
 from app.web.identity import db_session
+from app.web.mcp_shapes import McpApproveBody, McpServerBody, McpServerOut, McpServersOut
 from app.web.openapi import documented
-from app.web.shapes import McpApproveBody, McpServerBody, McpServerOut, McpServersOut
 
 bp = Blueprint("mcp_api", __name__, url_prefix="/api")
 REFUSED = (ErrorCode.MCP_SERVER_REFUSED,)

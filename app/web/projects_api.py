@@ -19,6 +19,8 @@ from app.web.api import body_of
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.web.openapi import documented
+from app.web.project_access import refused as _refused
+from app.web.project_access import require as _require
 from app.web.project_shapes import (
     InvitationAccept,
     InvitationList,
@@ -37,17 +39,6 @@ from app.workspace.models import Attachment
 bp = Blueprint("projects_api", __name__, url_prefix="/api")
 
 ROLE = (ErrorCode.PROJECT_ROLE,)
-
-
-def _refused(refusal: rules.ProjectRefused) -> ApiError:
-    return ApiError(refusal.status, refusal.message, refusal.code, field=refusal.field)
-
-
-def _require(project_id: int, action: str) -> str:
-    try:
-        return rules.require(db_session(), current_user.id, project_id, action)
-    except rules.ProjectRefused as refusal:
-        raise _refused(refusal) from None
 
 
 def project_dict(project: Project, role: str) -> dict:
@@ -305,14 +296,3 @@ def accept_invitation():
         raise _refused(refusal) from None
     session.commit()
     return jsonify(project_dict(session.get_one(Project, member.project_id), member.role)), 201
-
-
-# -- a chat's project --------------------------------------------------------------------------
-
-
-def set_chat_project(conversation: Conversation, project_id: int) -> None:
-    """The chat works in `project_id` from its next run on (a member's, any role: a
-    viewer's chat reads without writing). PATCH /api/chats/<id> calls it."""
-    _require(project_id, rules.READ)
-    conversation.project_id = project_id
-    conversation.project_chosen = True
