@@ -68,6 +68,8 @@ def personal_servers(session: Session, user_id: int) -> list[McpServer]:
 
 
 def find_server(session: Session, name: str, owner_id: int | None) -> McpServer | None:
+    if not SERVER_NAME.fullmatch(name or ""):
+        return None  # no server has such a name (and PostgreSQL refuses a NUL in a query)
     owner = McpServer.owner_id.is_(None) if owner_id is None else McpServer.owner_id == owner_id
     return session.scalars(select(McpServer).where(McpServer.name == name, owner)).first()
 

@@ -115,3 +115,16 @@ def test_the_routes_are_in_the_openapi_document(client):
     assert "delete" in paths["/api/admin/mcp-servers/{name}"]
     assert {"get", "post"} <= set(paths["/api/mcp-servers"])
     assert "delete" in paths["/api/mcp-servers/{name}"]
+
+
+@pytest.mark.parametrize("name", ["z%00x", "time%0A", "Not_A_Slug", "a" * 40])
+def test_a_name_no_server_can_have_is_404_not_a_database_error(app, client, name):
+    """Found by the route fuzzer on PostgreSQL, which refuses a NUL in a query."""
+    admin, ada, _bob = _tokens(app)
+    for method, path, token in (
+        ("delete", f"/api/admin/mcp-servers/{name}", admin),
+        ("post", f"/api/admin/mcp-servers/{name}/check", admin),
+        ("delete", f"/api/mcp-servers/{name}", ada),
+    ):
+        response = getattr(client, method)(path, **_as(client, token))
+        assert response.status_code == 404, (method, path, response.get_data(as_text=True))
