@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 FLASK := $(VENV)/bin/flask --app wsgi
 VENDOR := static/vendor
 
-.PHONY: run test setup lint format bench migrate-check clean browser fuzz
+.PHONY: run test setup extras eval lint format bench soak migrate-check clean browser fuzz scorecard
 
 setup: $(VENV)/.installed $(VENDOR)/.installed
 
@@ -19,6 +19,14 @@ $(UV):
 $(VENV)/.installed: requirements.lock $(UV)
 	[ -x $(PY) ] || $(UV) venv --quiet --python $(PYTHON) $(VENV)
 	$(UV) pip sync --quiet --compile-bytecode --python $(PY) --require-hashes requirements.lock
+	rm -f $(VENV)/.extras
+	touch $@
+
+# The optional extras (pyproject.toml: evals, scorecard) on top, at the same versions:
+# the suite, `flask eval` and `make scorecard` need them; `make run` does not.
+extras: $(VENV)/.extras
+$(VENV)/.extras: $(VENV)/.installed requirements-extras.lock
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) --require-hashes -r requirements-extras.lock
 	touch $@
 
 # htmx and its websocket extension come from the npm registry, pinned by package-lock.json,
@@ -47,7 +55,7 @@ browser:
 TEST_WORKERS ?= 2
 PYTEST_XDIST = -n $(TEST_WORKERS) --dist loadfile
 
-test: setup browser
+test: setup extras browser
 	$(VENV)/bin/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The property-based tests at length: every route and form (tests/web/test_fuzz_routes.py,
@@ -60,7 +68,7 @@ fuzz: setup
 
 # Style, the layers of app/ (the import contracts in pyproject.toml; docs/architecture.md)
 # and its types (mypy: [tool.mypy] in pyproject.toml, strict where the run's logic lives).
-lint: setup
+lint: setup extras
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
@@ -75,9 +83,31 @@ format: setup
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
 
+# The soak (bench/soak/): SOAK_MINUTES of steady mixed traffic driven by Locust on make
+# run's server and then on the scaled-out one (PostgreSQL, Redis, Dramatiq); 0 errors, p99,
+# memory, open files and connections flat, or it fails. Writes docs/benchmarks.md "Soak".
+SOAK_MINUTES ?= 30
+SOAK_ARGS ?=
+soak: setup extras
+	$(PY) -m bench.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
+
+# The capability evals (evals/*.yaml) against the configured model (ANTHROPIC_API_KEY or
+# ANTHROPIC_BASE_URL); EVAL_ARGS passes options, e.g. EVAL_ARGS="evals/safety.yaml --repeat 3".
+EVAL_ARGS ?=
+eval: setup extras
+	$(FLASK) eval $(EVAL_ARGS)
+
+# AgentDojo's prompt-injection suites through Loopdesk's own gate (scorecard/, about 20
+# minutes), then the table in docs/security.md. SCORECARD_ARGS passes options, e.g.
+# SCORECARD_ARGS="--suites banking,slack --limit 5" or "--model NAME" with ANTHROPIC_API_KEY.
+scorecard: setup extras
+	$(PY) -m scorecard --write-doc $(SCORECARD_ARGS)
+
 # Regenerate the lock after editing pyproject.toml.
 lock: $(UV)
 	$(UV) pip compile pyproject.toml --group dev --generate-hashes --python-version 3.11 -o requirements.lock
+	$(UV) pip compile pyproject.toml --group dev --all-extras --generate-hashes --python-version 3.11 \
+	  -c requirements.lock -o requirements-extras.lock
 
 clean:
 	rm -rf $(VENV) .tools node_modules $(VENDOR)

@@ -5,6 +5,14 @@ one worker holds about a thousand sockets (FACTS.md: a thread per stream does no
 With GUNICORN_WORKER_CLASS=gthread, each socket holds one of GUNICORN_THREADS slots."""
 
 import os
+import sys
+
+# Its neighbours (metrics_dir.py, loop_watch.py) import from wherever gunicorn starts.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import metrics_dir  # noqa: E402
+
+# Before the app imports prometheus_client: every process records into this directory.
+metrics_dir.prepare()
 
 bind = os.environ.get("GUNICORN_BIND") or (
     f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '5000')}"
@@ -36,8 +44,9 @@ def post_fork(server, worker):
 
 
 def post_worker_init(worker):
-    """Every web process sweeps for stale runs (jittered; overlap is harmless), and makes
-    its model client once it serves (the SDK is imported at first use, app/llm/client.py)."""
+    """Every web process sweeps for stale runs (jittered; overlap is harmless), sends the
+    scheduled messages that are due, makes its model client once it serves (the SDK
+    is imported at first use, app/llm/client.py) and settles its heap (app/heap.py)."""
     from app.chat.stale import StaleSweeper
     from app.mcp.checker import McpListChecker
 
@@ -48,4 +57,35 @@ def post_worker_init(worker):
     worker.mcp_lists = McpListChecker(
         services.database, services.mcp, services.secrets, services.settings.fetch_allow_hosts
     ).start()
-    services.model.connect_soon()
+    # Scheduled messages (SCHEDULER=web): one scheduler a worker; the claim in the
+    # database sends each tick once, however many there are.
+    from app.cli.scheduler import start_in_process
+
+    worker.scheduler = start_in_process(worker.wsgi)
+    # What the worker loaded to serve, and the model SDK once imported, leave the garbage
+    # collector's full passes (app/heap.py: they held the loop 70-290 ms each).
+    from app.heap import settle
+
+    settle()
+    services.model.connect_soon(then=settle)
+
+
+def when_ready(server):
+    """METRICS_ADDRESS: the metrics, summed over every process, served once, by the master,
+    without authentication (what the workers record; the queue's depth is read from the
+    database by `GET /metrics`)."""
+    address = metrics_dir.metrics_address()
+    if address:
+        server.metrics_server = metrics_dir.serve(address)
+        server.log.info("Prometheus metrics at http://%s/metrics", address)
+
+
+def child_exit(server, worker):
+    """A worker's live gauges (its open sockets) stop counting with it."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    metrics_dir.remove_made()

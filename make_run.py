@@ -34,6 +34,12 @@ def _patch_gevent() -> bool:
 
 
 GEVENT = _patch_gevent()
+if GEVENT:
+    # gunicorn's worker and this process record metrics: files both write, summed on a
+    # scrape (metrics_dir.py), chosen before prometheus_client is imported with the app.
+    import metrics_dir
+
+    metrics_dir.prepare()
 
 from app import create_app  # noqa: E402
 from app.cli import prepare_and_greet, serve_threaded  # noqa: E402

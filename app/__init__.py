@@ -46,6 +46,7 @@ def create_app(test_config: dict | None = None) -> Flask:
             app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops
         )
     settings.instance_path.mkdir(parents=True, exist_ok=True)
+    _init_tracing(settings)
     _init_services(app, settings)
     _init_extensions(app)
     _init_views(app)
@@ -75,6 +76,18 @@ def _flask_config(settings: Settings) -> dict:
         # handler (app/web/errors.py) sets Retry-After where it means something.
         RATELIMIT_HEADERS_ENABLED=False,
         SOCK_SERVER_OPTIONS={"ping_interval": 25, "max_message_size": 64 * 1024},
+    )
+
+
+def _init_tracing(settings: Settings) -> None:
+    from app.telemetry import tracing
+
+    tracing.configure(
+        exporter=settings.otel_traces_exporter,
+        endpoint=settings.otel_exporter_otlp_endpoint,
+        traces_endpoint=settings.otel_exporter_otlp_traces_endpoint,
+        service_name=settings.otel_service_name,
+        capture_content=settings.otel_capture_message_content,
     )
 
 
@@ -138,10 +151,11 @@ def _init_cors(app: Flask) -> None:
 def _init_views(app: Flask) -> None:
     """Routes, error handlers, commands and the request hooks."""
     from app.cli import register_commands
-    from app.web import input_gate, log_redaction
+    from app.web import input_gate, log_redaction, request_spans
     from app.web.errors import register_error_handlers
     from app.web.scopes import check_token_scope
 
+    request_spans.init_app(app)  # when tracing is on, a span around every other hook
     # Before the blueprints (their rules use its `int` converter) and before the CSRF
     # hook (which reads the form).
     input_gate.init_app(app)
@@ -200,25 +214,45 @@ def _init_login(app: Flask) -> None:
         return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
 
 
+def _add_pages_by_subject() -> None:
+    """The admin and chat blueprints' pages by subject: importing these modules adds theirs
+    to those blueprints (before they are registered)."""
+    from app.web import (
+        admin_guidelines,  # noqa: F401
+        admin_projects,  # noqa: F401
+        chat_lists,  # noqa: F401
+        context_api,  # noqa: F401
+        feedback,  # noqa: F401
+        mcp_pages,  # noqa: F401
+        model_pages,  # noqa: F401
+        model_picker,  # noqa: F401
+        presets_pages,  # noqa: F401
+        queue_api,  # noqa: F401
+        queue_pages,  # noqa: F401
+    )
+
+
 def _register_blueprints(app: Flask) -> None:
-    # The admin and chat blueprints' pages by subject: these modules add theirs to them.
+    _add_pages_by_subject()
     from app.web import (
         admin,
-        admin_guidelines,  # noqa: F401
         api,
         auth,
         cards,
         chat,
-        chat_lists,  # noqa: F401
         email_links,
         export,
         mcp_api,
-        mcp_pages,  # noqa: F401
         mcp_server,
         memory_api,
+        metrics_route,
+        models_api,
         openapi,
+        presets_api,
         projects_api,
         projects_pages,
+        projects_settings,
+        schedules,
         search,
         settings_page,
         share,
@@ -238,14 +272,19 @@ def _register_blueprints(app: Flask) -> None:
         api,
         memory_api,
         mcp_api,
+        models_api,
+        presets_api,
         mcp_server,
         search,
         export,
         share,
+        schedules,
         workspace_api,
         projects_api,
         projects_pages,
+        projects_settings,
         openapi,
+        metrics_route,
         sockets,
     ):
         app.register_blueprint(module.bp)

@@ -16,9 +16,8 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from dotenv import load_dotenv
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 from pydantic.fields import FieldInfo
-from pydantic.json_schema import JsonDict
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -30,8 +29,10 @@ from app.setting_types import (
     PublicUrl,
     Seconds,
     SmtpUrl,
+    Telemetry,
     Weights,
     Whole,
+    setting,
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -43,18 +44,6 @@ DEFAULT_IMAGE_MODEL = "gpt-image-1"
 # The built-in demo model's name: what host requests, run logs and usage name while it
 # answers (app/llm/demo/engine.py reports the model a request names).
 DEMO_MODEL_NAME = "loopdesk-demo"
-
-
-def setting(default: Any, env: str, meaning: str, default_text: str = "", **more: Any) -> Any:
-    """A field of Settings read from the variable `env` (an empty one keeps the default);
-    `meaning` and `default_text` (for a default that is not a plain value: derived,
-    generated, or a path) are what docs/reference.md says of it. `more`: constraints."""
-    extra: JsonDict | None = {"default_text": default_text} if default_text else None
-    if isinstance(default, dict):
-        more["default_factory"] = dict
-    else:
-        more["default"] = default
-    return Field(validation_alias=env, description=meaning, json_schema_extra=extra, **more)
 
 
 _SERVES = "where `make run` serves"
@@ -70,6 +59,12 @@ _CATCH_UP = (
     "rows one catch-up request answers (then a `more` frame), and catch-up requests one "
     "socket may make in any minute (past it: an `error` frame `RATE_LIMITED`)"
 )
+_METRICS = (
+    "`host:port` where Prometheus metrics are served without authentication (started once, "
+    "in gunicorn's master or Flask's server); empty: only `GET /metrics`, which needs an "
+    "admin's token or session"
+)
+_ADDRESS = r"^(|\[?[^\s\]]*\]?:\d{1,5})$"
 _WORKER = "runs one `flask worker` executes at once; `gevent` or `threads`"
 _IMAGES = "an OpenAI-compatible images endpoint; without one, labelled local drafts"
 
@@ -97,7 +92,7 @@ _RATE_LIMIT_MAIL = (
 )
 
 
-class Settings(BaseSettings):
+class Settings(Telemetry):
     """Every setting; `load_settings` builds it (overrides, then the environment)."""
 
     model_config = SettingsConfigDict(frozen=True, extra="forbid", validate_by_name=True)
@@ -194,6 +189,7 @@ class Settings(BaseSettings):
     stale_seconds: Seconds = setting(90, "STALE_SECONDS", "liveness")
     stream_idle_seconds: Seconds = setting(90, "STREAM_IDLE_SECONDS", "liveness")
     max_run_seconds: Seconds = setting(1200, "MAX_RUN_SECONDS", "liveness")
+    metrics_address: str = setting("", "METRICS_ADDRESS", _METRICS, pattern=_ADDRESS)
     web_search: Literal["auto", "on", "off"] = setting(
         "auto",
         "WEB_SEARCH",
@@ -313,6 +309,12 @@ class Settings(BaseSettings):
     worker_threads: Whole = setting(256, "WORKER_THREADS", _WORKER)
     # `gevent`: runs are greenlets (hundreds per process); `threads`: an OS thread each.
     worker_pool: Literal["gevent", "threads"] = setting("gevent", "WORKER_POOL", _WORKER)
+    scheduler: Literal["web", "apart"] = setting(
+        "web",
+        "SCHEDULER",
+        "who sends scheduled messages: `web` (each serving process runs a scheduler; a "
+        "database claim sends each tick once) or `apart` (only `flask scheduler` does)",
+    )
     make_run_server: Literal["gunicorn", "flask"] = setting(
         "gunicorn",
         "MAKE_RUN_SERVER",

@@ -23,6 +23,12 @@ class ErrorCode(StrEnum):
     MEMORY_REFUSED = "MEMORY_REFUSED"
     ATTACHMENT_REFUSED = "ATTACHMENT_REFUSED"
     MCP_SERVER_REFUSED = "MCP_SERVER_REFUSED"
+    MODEL_REFUSED = "MODEL_REFUSED"
+    UNKNOWN_MODEL = "UNKNOWN_MODEL"
+    PRESET_REFUSED = "PRESET_REFUSED"
+    INVALID_SCHEDULE = "INVALID_SCHEDULE"
+    UNKNOWN_TIME_ZONE = "UNKNOWN_TIME_ZONE"
+    TOO_MANY_SCHEDULES = "TOO_MANY_SCHEDULES"
     UNAUTHORIZED = "UNAUTHORIZED"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
     FORBIDDEN = "FORBIDDEN"
@@ -35,6 +41,8 @@ class ErrorCode(StrEnum):
     CONFLICT = "CONFLICT"
     RUN_IN_FLIGHT = "RUN_IN_FLIGHT"
     CARD_NOT_AWAITING = "CARD_NOT_AWAITING"
+    NOT_AN_ANSWER = "NOT_AN_ANSWER"
+    QUEUE_FULL = "QUEUE_FULL"
     TOO_LARGE = "TOO_LARGE"
     DOWNLOAD_TOO_LARGE = "DOWNLOAD_TOO_LARGE"
     UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
@@ -94,6 +102,18 @@ MEANINGS: dict[ErrorCode, Meaning] = {
         "The file was not stored: 400 a kind not accepted or a broken file, 413 too large, "
         "422 its text cannot be read, 503 the store is unavailable.",
     ),
+    ErrorCode.INVALID_SCHEDULE: Meaning(
+        (400,),
+        "A schedule's `cron` or `when` cannot be used: not five fields (a sixth, seconds, "
+        "would fire more than once a minute), unreadable, or never firing (the 30th of "
+        "February); `field` names it.",
+    ),
+    ErrorCode.UNKNOWN_TIME_ZONE: Meaning(
+        (400,), "A schedule's `timezone` is not an IANA time zone name (such as Europe/Berlin)."
+    ),
+    ErrorCode.TOO_MANY_SCHEDULES: Meaning(
+        (400,), "The chat already has as many scheduled messages as it may: delete one first."
+    ),
     ErrorCode.UNAUTHORIZED: Meaning((401,), "No session and no valid bearer token."),
     ErrorCode.QUOTA_EXCEEDED: Meaning((402,), "This month's credit allowance is used up."),
     ErrorCode.FORBIDDEN: Meaning((403,), "Only an admin may do this."),
@@ -125,11 +145,32 @@ MEANINGS: dict[ErrorCode, Meaning] = {
         "The MCP server was not added or changed: 400 its name, address, headers or tools "
         "cannot be used (or it did not answer), 409 the name is taken. Nothing was saved.",
     ),
+    ErrorCode.MODEL_REFUSED: Meaning(
+        (400, 409),
+        "The model was not listed or changed: 400 a number or label the rules refuse (the "
+        "message says which), 409 the name is listed already. Nothing was saved.",
+    ),
+    ErrorCode.UNKNOWN_MODEL: Meaning(
+        (400,), "No model of that name is offered (`GET /api/models` lists them)."
+    ),
+    ErrorCode.PRESET_REFUSED: Meaning(
+        (400,),
+        "The preset was not saved: an empty or taken name, an unknown tool group or model, "
+        "too many or too long starters; `field` names which. Nothing was saved.",
+    ),
     ErrorCode.RUN_IN_FLIGHT: Meaning(
         (409,), "A reply is already being written in this chat: wait for it or stop it."
     ),
+    ErrorCode.QUEUE_FULL: Meaning(
+        (409,), "The chat already holds the most queued messages it may: remove one or wait."
+    ),
     ErrorCode.CARD_NOT_AWAITING: Meaning(
         (409,), "The card was already answered, or is not the one the chat waits on."
+    ),
+    ErrorCode.NOT_AN_ANSWER: Meaning(
+        (422,),
+        "Feedback is for the host's answers: this row is a person's message, a card, a tool "
+        "row or a notice.",
     ),
     ErrorCode.TOO_LARGE: Meaning(
         (413,),

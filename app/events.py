@@ -131,6 +131,15 @@ class ConversationDeleted:
 
 
 @dataclass(frozen=True)
+class QueueChanged:
+    """The chat's queue changed (a message queued, removed, or sent as the next run):
+    every open page shows it again. `items`: the queue now, oldest first."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    kind: Literal["queue"] = "queue"
+
+
+@dataclass(frozen=True)
 class AccessEnded:
     """Some of a person's ways in ended, so their sockets opened by it close (1008).
     Published to the person (every process's sockets of theirs get it), never sent to a
@@ -174,6 +183,7 @@ Event = (
     | ConversationChanged
     | BranchChanged
     | ConversationDeleted
+    | QueueChanged
     | AccessEnded
 )
 
@@ -224,27 +234,41 @@ def from_wire(data: dict[str, Any]) -> Event:
 
 
 def coalesce(events: list[Event]) -> list[Event]:
-    """Neighbouring text deltas (and agent tokens) of one run become one event."""
+    """Neighbouring text deltas (and agent tokens) of one run become one event. (Each run
+    of them is joined once: a burst of k deltas costs k, not k squared.)"""
     if len(events) < 2:
         return list(events)  # most batches: one event
     merged: list[Event] = []
+    pieces: list[str] = []  # the texts of the run of mergeable events ending merged[-1]
     for event in events:
         previous = merged[-1] if merged else None
-        if (
-            isinstance(event, TextDelta)
-            and isinstance(previous, TextDelta)
-            and previous.run_id == event.run_id
-        ):
-            merged[-1] = TextDelta(event.run_id, previous.text + event.text)
-        elif (
-            isinstance(event, AgentToken)
-            and isinstance(previous, AgentToken)
-            and (previous.run_id, previous.agent) == (event.run_id, event.agent)
-        ):
-            merged[-1] = AgentToken(event.run_id, event.agent, previous.text + event.text)
-        else:
-            merged.append(event)
+        if isinstance(event, TextDelta | AgentToken) and _merges(previous, event):
+            pieces.append(event.text)
+            continue
+        _join_last(merged, pieces)
+        merged.append(event)
+        pieces = [event.text] if isinstance(event, TextDelta | AgentToken) else []
+    _join_last(merged, pieces)
     return merged
+
+
+def _merges(previous: Event | None, event: Event) -> bool:
+    if isinstance(event, TextDelta) and isinstance(previous, TextDelta):
+        return previous.run_id == event.run_id
+    if isinstance(event, AgentToken) and isinstance(previous, AgentToken):
+        return (previous.run_id, previous.agent) == (event.run_id, event.agent)
+    return False
+
+
+def _join_last(merged: list[Event], pieces: list[str]) -> None:
+    """merged[-1] with the texts of the events merged into it, when there were any."""
+    if len(pieces) < 2:
+        return
+    last = merged[-1]
+    if isinstance(last, TextDelta):
+        merged[-1] = TextDelta(last.run_id, "".join(pieces))
+    elif isinstance(last, AgentToken):
+        merged[-1] = AgentToken(last.run_id, last.agent, "".join(pieces))
 
 
 def coalesce_per_conversation(batch: list[tuple[int, Event]]) -> list[tuple[int, Event]]:

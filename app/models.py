@@ -5,7 +5,11 @@ from app.accounts.models import ApiToken, User
 from app.accounts.project_models import Project, ProjectInvitation, ProjectMember
 from app.agents.models import Guideline, GuidelineChange
 from app.billing.models import UsageEvent
-from app.chat.models import ChatShare, Conversation, Message, Run, RunLogEntry
+from app.chat.feedback import AnswerFeedback
+from app.chat.models import ChatShare, Conversation, Message, QueuedMessage, Run, RunLogEntry
+from app.chat.offered_models import OfferedModel
+from app.chat.preset_models import Preset
+from app.chat.schedule_models import ChatSchedule
 from app.db import Base
 from app.mcp.models import McpServer
 from app.memory.models import MemoryChange, UserMemory
@@ -21,11 +25,13 @@ from app.workspace.models import (
 )
 
 __all__ = [
+    "AnswerFeedback",
     "ApiToken",
     "Attachment",
     "Base",
     "Campaign",
     "Character",
+    "ChatSchedule",
     "ChatShare",
     "Conversation",
     "EmailToken",
@@ -36,11 +42,14 @@ __all__ = [
     "McpServer",
     "Message",
     "Offer",
+    "OfferedModel",
     "Output",
     "Persona",
+    "Preset",
     "Project",
     "ProjectInvitation",
     "ProjectMember",
+    "QueuedMessage",
     "Run",
     "RunLogEntry",
     "UsageEvent",

@@ -1,15 +1,18 @@
 """How a setting's text is read: the types of app/config.py's fields whose text is not
 taken as it is. Each reader raises ValueError saying what the text must be; load_settings
-names the variable."""
+names the variable. Also `setting()`, which declares a field, and the OpenTelemetry group
+of fields (`Telemetry`, the base of `Settings`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
+from pydantic.json_schema import JsonDict
+from pydantic_settings import BaseSettings
 
 
 def _bool(raw: str) -> bool:
@@ -103,3 +106,36 @@ SmtpUrl = Annotated[str | None, _text(_smtp_url)]
 Weights = Annotated[dict[str, int], _text(_weights)]
 Hosts = Annotated[tuple[str, ...], _text(_hosts)]
 Origins = Annotated[tuple[str, ...], _text(_origins)]
+
+
+def setting(default: Any, env: str, meaning: str, default_text: str = "", **more: Any) -> Any:
+    """A field of Settings read from the variable `env` (an empty one keeps the default);
+    `meaning` and `default_text` (for a default that is not a plain value: derived,
+    generated, or a path) are what docs/reference.md says of it. `more`: constraints."""
+    extra: JsonDict | None = {"default_text": default_text} if default_text else None
+    if isinstance(default, dict):
+        more["default_factory"] = dict
+    else:
+        more["default"] = default
+    return Field(validation_alias=env, description=meaning, json_schema_extra=extra, **more)
+
+
+_TRACES = "`console`: spans printed on standard output; `otlp`: sent to a collector (OTLP/HTTP)"
+_OTLP = "the collector's base URL (traces go to `/v1/traces`); setting it turns traces on"
+_CONTENT = "spans carry prompts, replies, tool arguments and results (cut at 16,000 characters)"
+
+
+class Telemetry(BaseSettings):
+    """OpenTelemetry's standard variables (app/telemetry; the SDK reads its others itself)."""
+
+    otel_traces_exporter: Literal["console", "otlp", "none"] | None = setting(
+        None, "OTEL_TRACES_EXPORTER", _TRACES, default_text="`otlp` with an endpoint, else off"
+    )
+    otel_exporter_otlp_endpoint: str | None = setting(None, "OTEL_EXPORTER_OTLP_ENDPOINT", _OTLP)
+    otel_exporter_otlp_traces_endpoint: str | None = setting(
+        None, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "the collector's traces URL (wins)"
+    )
+    otel_service_name: str = setting("loopdesk", "OTEL_SERVICE_NAME", "the traces' service name")
+    otel_capture_message_content: Flag = setting(
+        False, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", _CONTENT
+    )

@@ -25,7 +25,16 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHMARKS: tuple[str, ...] = ("startup", "inserts", "turn_start", "search", "serving", "stall")
+BENCHMARKS: tuple[str, ...] = (
+    "startup",
+    "inserts",
+    "turn_start",
+    "search",
+    "serving",
+    "stall",
+    "live_text",
+    "turn_cost",
+)
 # Run only when asked (`--only suite`: over half an hour); the report keeps its last result.
 ON_REQUEST: tuple[str, ...] = ("suite",)
 DATABASES: tuple[str, ...] = ("sqlite", "postgresql")
@@ -134,10 +143,15 @@ def main(argv: list[str] | None = None) -> int:
             kept.write_text(json.dumps(results[name], indent=2) + "\n")
         elif kept.exists():
             results[name] = json.loads(kept.read_text())
+    soak = ROOT / "bench" / "soak-last.json"  # `make soak` (bench/soak/) writes it
+    if soak.exists():
+        results["soak"] = json.loads(soak.read_text())
     print("== budget (issue 29) ==")
     print(report.budget_29_table(results), flush=True)
     print("== budget (issue 31) ==")
     print(report.budget_31_table(results), flush=True)
+    print("== budget (issue 36) ==")
+    print(report.budget_36_table(results), flush=True)
     full_run = not args.only and not args.quick
     docs = args.docs_dir or (DOCS_DIR if full_run else None)
     if docs is not None:

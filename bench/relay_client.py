@@ -79,6 +79,7 @@ class Tally:
     first_stamp: int | None = None
     last_stamp: int | None = None
     token_frames: int = 0
+    out_of_order: int = 0  # stamps not after the previous one: delivered twice or out of order
     other_frames: int = 0
     live_done: int = 0  # stamps of the htmx socket's live text in its stable part
     composer_floor: int = 0  # the newest composer version seen before this turn
@@ -98,7 +99,8 @@ class Tally:
         return self.first_arrival_ns - self.started_ns
 
     def record(self, text: str, arrival_ns: int) -> None:
-        stamps = text.split()
+        # (A reply past the renderer's limit ends its row with "[truncated]": not a stamp.)
+        stamps = [word for word in text.split() if word.isdigit()]
         if not stamps:
             return
         if self.first_arrival_ns is None:
@@ -108,6 +110,8 @@ class Tally:
             self.latencies_ns.append(arrival_ns - stamp)
             if self.first_stamp is None:
                 self.first_stamp = stamp
+            elif self.last_stamp is not None and stamp <= self.last_stamp:
+                self.out_of_order += 1
             self.last_stamp = stamp
 
 

@@ -9,7 +9,7 @@ import platform
 import subprocess
 from pathlib import Path
 
-from bench.servers import MAKE_RUN, MINIMAL
+from bench.servers import MAKE_RUN, MINIMAL, SCALED, SCALED_STREAMS
 
 # Chainlit 2.12 relaying the same streams (issue 10, measured on this kind of machine).
 CHAINLIT_P99_MS = {1: 9.1, 20: 96.0, 100: 1306.0, 200: 7828.0}
@@ -344,10 +344,12 @@ def inserts_table(result: dict) -> str:
 
 
 def turn_start_table(result: dict) -> str:
+    from bench.turn_start import rows_label
+
     rows = [
         [
             case["database"],
-            f"{case['rows']:,}",
+            rows_label(case),
             ms(case["turn_start_p50_ms"]),
             ms(case["turn_start_p99_ms"]),
             ms(case["floor_p50_ms"]),
@@ -440,7 +442,7 @@ def relay_budget(serving: dict, variant: str, fmt: str = "json") -> dict:
     )
     minimal = minimal_cases(serving)
     misses, measured, unmeasured = [], [], []
-    for streams in serving.get("levels", []):
+    for streams in (n for n in serving.get("levels", []) if n <= 200):  # issue 10's levels
         case, floor = _relay_case(serving, variant, streams, fmt), minimal.get(streams)
         if case is None or floor is None or floor.get("p99_ms") is None:
             unmeasured.append(f"{streams} streams")
@@ -527,9 +529,15 @@ def first_frame_budgets(serving: dict) -> list[dict]:
 
 
 def turn_start_budgets(turn_start: dict) -> list[dict]:
+    """Issue 10's lines: by length alone (the straight conversations; the branched one is
+    issue 36's, bench/turn_start.py `budget_lines`)."""
     lines = []
     for database in turn_start.get("databases", {}):
-        cases = {c["rows"]: c for c in turn_start["cases"] if c["database"] == database}
+        cases = {
+            c["rows"]: c
+            for c in turn_start["cases"]
+            if c["database"] == database and not c.get("branched")
+        }
         largest, smallest = cases[max(cases)], cases[min(cases)]
         budget = (
             f"Turn start at most 10 ms p50 for a {largest['rows']:,}-row conversation and "
@@ -685,6 +693,108 @@ def budget_31_table(results: dict) -> str:
         [[line["budget"], line["status"], line["detail"]]],
         text_columns=3,
     )
+
+
+def scaled_budget(serving: dict) -> dict:
+    """Issue 36: many processes on one database, at 400 streams, against the relay there."""
+    streams = SCALED_STREAMS
+    budget = (
+        f"4 web processes and 2 Dramatiq workers (PostgreSQL, Redis) at {streams} streams: "
+        "p99 at most 2x the minimal relay's, every token delivered once and in order, "
+        "server CPU per 1,000 tokens at most 2x"
+    )
+    entry = serving.get("variants", {}).get(SCALED)
+    if entry is None or entry["status"] != "ran":
+        reason = entry.get("reason", "not run") if entry else "not run"
+        return _line(budget, [], [], f"scaled variant skipped: {reason[:200]}")
+    case, floor = _relay_case(serving, SCALED, streams), minimal_cases(serving).get(streams)
+    if case is None or floor is None or not floor.get("p99_ms"):
+        return _line(budget, [], [], f"{streams} streams not measured")
+    misses, measured = [], []
+    p99, floor_p99 = case["p99_ms"], floor["p99_ms"]
+    text = f"p99 {ms(p99)} vs {ms(floor_p99)} ms ({p99 / floor_p99:.1f}x)"
+    (misses if p99 > 2 * floor_p99 else measured).append(text)
+    cpu, floor_cpu = case["server_cpu_ms_per_1k_tokens"], floor["server_cpu_ms_per_1k_tokens"]
+    if cpu and floor_cpu:
+        text = f"CPU {ms(cpu)} vs {ms(floor_cpu)} ms per 1k tokens ({cpu / floor_cpu:.1f}x)"
+        (misses if cpu > 2 * floor_cpu else measured).append(text)
+    delivered = (
+        f"{case['tokens_delivered']:,} of {case['tokens_expected']:,} tokens, "
+        f"{case.get('tokens_out_of_order', 0)} out of order, "
+        f"{case['completed']}/{case['streams']} streams completed"
+    )
+    whole = (
+        case["tokens_delivered"] == case["tokens_expected"]
+        and not case.get("tokens_out_of_order")
+        and case["completed"] == case["streams"]
+    )
+    (measured if whole else misses).append(delivered)
+    return _line(budget, misses, measured)
+
+
+# Issue 36: the relay gets cheaper per token as streams grow (one wake-up drains many
+# tokens); `make run`'s server should too, and keep its tail near the relay's.
+CPU_RATIO_36, CPU_STREAMS_36 = 1.5, 100
+P99_OVER_MS_36, P99_STREAMS_36 = 10.0, 20
+
+
+def make_run_cpu_36_budget(serving: dict) -> dict:
+    budget = (
+        f"`make run`'s server CPU per 1,000 tokens at {CPU_STREAMS_36} streams at most "
+        f"{CPU_RATIO_36}x the minimal relay's"
+    )
+    case = _relay_case(serving, MAKE_RUN, CPU_STREAMS_36)
+    floor = minimal_cases(serving).get(CPU_STREAMS_36)
+    if case is None or floor is None or not floor.get("server_cpu_ms_per_1k_tokens"):
+        return _line(budget, [], [], f"{CPU_STREAMS_36} streams not measured on both")
+    cpu, floor_cpu = case["server_cpu_ms_per_1k_tokens"], floor["server_cpu_ms_per_1k_tokens"]
+    text = (
+        f"{ms(cpu)} vs {ms(floor_cpu)} ms ({cpu / floor_cpu:.2f}x; "
+        f"{serving.get('tokens_per_stream')} tokens a stream)"
+    )
+    misses = [text] if cpu > CPU_RATIO_36 * floor_cpu else []
+    if case["completed"] < case["streams"]:
+        misses.append(f"{case['completed']}/{case['streams']} streams completed")
+    return _line(budget, misses, [text])
+
+
+def make_run_p99_36_budget(serving: dict) -> dict:
+    budget = (
+        f"`make run`'s server p99 at {P99_STREAMS_36} streams within "
+        f"+{P99_OVER_MS_36:.0f} ms of the minimal relay's"
+    )
+    case = _relay_case(serving, MAKE_RUN, P99_STREAMS_36)
+    floor = minimal_cases(serving).get(P99_STREAMS_36)
+    if case is None or floor is None:
+        return _line(budget, [], [], f"{P99_STREAMS_36} streams not measured on both")
+    over = case["p99_ms"] - floor["p99_ms"]
+    text = (
+        f"{ms(case['p99_ms'])} vs {ms(floor['p99_ms'])} ms ({over:+.1f} ms; the relay's rounds "
+        f"{minimal_rounds(serving, P99_STREAMS_36)})"
+    )
+    misses = [text] if over > P99_OVER_MS_36 else []
+    if case["completed"] < case["streams"]:
+        misses.append(f"{case['completed']}/{case['streams']} streams completed")
+    return _line(budget, misses, [text])
+
+
+def budget_36_lines(results: dict) -> list[dict]:
+    from bench import turn_cost, turn_start
+    from bench.live_text import budget_line
+
+    lines = [budget_line(results.get("live_text", {}))]
+    lines.append(turn_cost.budget_line(results.get("turn_cost", {})))
+    lines += turn_start.budget_lines(results.get("turn_start", {}))
+    serving = results.get("serving", {})
+    if serving:
+        for judge in (make_run_cpu_36_budget, make_run_p99_36_budget, scaled_budget):
+            lines.append(judge(serving))
+    return lines
+
+
+def budget_36_table(results: dict) -> str:
+    rows = [[line["budget"], line["status"], line["detail"]] for line in budget_36_lines(results)]
+    return table(["budget (issue 36)", "status", "measured"], rows, text_columns=3)
 
 
 def startup_table(startup: dict) -> str:
@@ -860,7 +970,8 @@ def plot_turn_start(turn_start: dict, path: Path) -> bool:
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for database in turn_start["databases"]:
         cases = sorted(
-            (c for c in turn_start["cases"] if c["database"] == database), key=lambda c: c["rows"]
+            (c for c in turn_start["cases"] if c["database"] == database and not c.get("branched")),
+            key=lambda c: c["rows"],
         )
         rows = [c["rows"] for c in cases]
         axis.plot(
@@ -890,7 +1001,11 @@ ANALYSIS = Path(__file__).with_name("analysis.md")
 def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) -> str:
     info = machine()
     serving = results.get("serving", {})
-    started = min((r.get("started_at", "") for r in results.values()), default="")
+    # This run's own benchmarks: the suite's and the soak's are kept from runs of their own.
+    started = min(
+        (r.get("started_at", "") for n, r in results.items() if n not in ("suite", "soak")),
+        default="",
+    )
     out = [
         "# Benchmarks",
         "",
@@ -934,6 +1049,10 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
         "## Budget (issue 31)",
         "",
         budget_31_table(results),
+        "",
+        "## Budget (issue 36)",
+        "",
+        budget_36_table(results),
         "",
     ]
     if ANALYSIS.exists():
@@ -991,6 +1110,36 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
             stall_table(stall),
             "",
         ]
+    live_text = results.get("live_text")
+    if live_text:
+        from bench.live_text import format_table as live_text_table
+
+        out += [
+            "## Live text",
+            "",
+            "One htmx socket on `gunicorn` (one gevent worker, SQLite) reads a reply of 300 "
+            "stamped tokens, then one of 20,000, streamed at 1,000 tokens/s as one long "
+            "paragraph: the server's CPU per 1,000 tokens the model sent, and the ratio "
+            "(bench/live_text.py).",
+            "",
+            live_text_table(live_text),
+            "",
+        ]
+    turn_cost = results.get("turn_cost")
+    if turn_cost:
+        from bench.turn_cost import format_table as turn_cost_table
+
+        out += [
+            "## One-token turn",
+            "",
+            f"{turn_cost['turns']} turns on `make-run` and on the minimal relay, alternating, "
+            "each a one-token reply with no first-token delay: from sending `POST /loop` to "
+            "the end frame on the JSON socket, and the server's CPU over the turn "
+            "(bench/turn_cost.py).",
+            "",
+            turn_cost_table(turn_cost),
+            "",
+        ]
     suite = results.get("suite")
     if suite:
         from bench.suite import format_table as suite_table
@@ -1004,6 +1153,10 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
             suite_table(suite),
             "",
         ]
+    if results.get("soak"):
+        from bench.soak.judge import markdown as soak_section
+
+        out += soak_section(results["soak"])
     startup = results.get("startup")
     if startup:
         out += [
@@ -1023,7 +1176,10 @@ def render(results: dict, figures: dict[str, str], seconds: float, quick: bool) 
             "## Turn start",
             "",
             "`HostLoop.build_request` (history rebuilt from the tail of the rows, fitted to the "
-            "token budget, system prompt, tools) against one plain SELECT of the same rows.",
+            "token budget, system prompt, tools) against one plain SELECT of the same rows. "
+            "The long conversation is measured a second time branched (bench/branched.py: "
+            "edits, regenerates and long alternatives; its plain SELECT walks the shown "
+            "branch's path), in the same process state as a server once started (app/heap.py).",
             "",
             turn_start_table(turn_start),
             "",

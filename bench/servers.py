@@ -265,7 +265,10 @@ def postgres_url() -> Iterator[str]:
         admin.dispose()
         first_line = str(error).strip().splitlines()[0]
         raise SkipVariant(f"PostgreSQL unreachable ({first_line})") from error
-    scoped = make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    # The schema's name as the connections' application_name: pg_stat_activity counts them.
+    scoped = make_url(POSTGRES_URL).update_query_dict(
+        {"options": f"-csearch_path={schema}", "application_name": schema}
+    )
     try:
         yield scoped.render_as_string(hide_password=False)
     finally:
@@ -287,10 +290,11 @@ def check_redis() -> None:
 # --- server variants -----------------------------------------------------------------------
 
 
-def gunicorn(target: str, config: str) -> Callable[[int], list[str]]:
-    """One gevent worker (monkey-patched by gunicorn before the app is imported), room
-    for thousands of connections, quick to stop. `config`: the app's production config
-    (gunicorn.conf.py, whose settings the flags here override), or /dev/null for none."""
+def gunicorn(target: str, config: str, processes: int = 1) -> Callable[[int], list[str]]:
+    """`processes` gevent workers (one unless scaled out; monkey-patched by gunicorn
+    before the app is imported), room for thousands of connections, quick to stop.
+    `config`: the app's production config (gunicorn.conf.py, whose settings the flags here
+    override), or /dev/null for none."""
 
     def command(port: int) -> list[str]:
         return [
@@ -300,7 +304,7 @@ def gunicorn(target: str, config: str) -> Callable[[int], list[str]]:
             "-k",
             "gevent",
             "-w",
-            "1",
+            str(processes),
             "--worker-connections",
             "4000",
             "--timeout",
@@ -349,12 +353,15 @@ class Variant:
     # Socket formats the relay is read in, each up to a number of concurrent streams.
     formats: tuple[tuple[str, int], ...] = (("json", 200),)
     relay: bool = True
+    relay_levels: tuple[int, ...] | None = None  # only these stream counts (None: every level)
     first_frame: bool = True
     idle_sockets: int = 0  # idle sockets to hold open (0: not measured)
 
 
 MINIMAL = "minimal"
 MAKE_RUN = "make-run"
+SCALED = "scaled"
+SCALED_STREAMS = 400  # issue 36: 4 web processes and 2 Dramatiq workers at 400 streams
 VARIANTS: tuple[Variant, ...] = (
     Variant(
         MINIMAL,
@@ -362,6 +369,7 @@ VARIANTS: tuple[Variant, ...] = (
         gunicorn("bench.minimal_relay:app", "/dev/null"),
         app=False,
         database="none",
+        formats=(("json", SCALED_STREAMS),),
         first_frame=False,
         idle_sockets=1_000,
     ),
@@ -414,6 +422,21 @@ VARIANTS: tuple[Variant, ...] = (
         workers=(flask_worker,),
         env={"RUN_EXECUTOR": "dramatiq"},
     ),
+    # Many processes on one database (issue 36): 4 gunicorn workers, each a gevent worker
+    # holding sockets, and 2 Dramatiq workers running the model calls; frames cross Redis.
+    Variant(
+        SCALED,
+        "gunicorn (4 gevent workers) + 2 flask workers (Dramatiq on Redis), PostgreSQL",
+        gunicorn("wsgi:app", str(ROOT / "gunicorn.conf.py"), processes=4),
+        database="postgresql",
+        redis=True,
+        workers=(flask_worker, flask_worker),
+        # Six pools on one PostgreSQL (100 connections by default), the setup's own beside.
+        env={"RUN_EXECUTOR": "dramatiq", "DATABASE_POOL_SIZE": "12"},
+        formats=(("json", SCALED_STREAMS),),
+        relay_levels=(100, SCALED_STREAMS),
+        first_frame=False,
+    ),
 )
 
 
@@ -453,6 +476,7 @@ class Server:
     tokens: list[str]
     setup_seconds: float
     log: Path
+    database: str = ""
 
     @property
     def pids(self) -> list[int]:
@@ -572,7 +596,8 @@ def serve(variant: Variant, model: Model, users: int) -> Iterator[Server]:
             for process in processes[1:]:
                 if process.poll() is not None:
                     raise SkipVariant(f"a worker exited ({process.returncode}): {tail(log, 5)}")
-            yield Server(variant, url, processes, tokens, time.perf_counter() - began, log)
+            took = time.perf_counter() - began
+            yield Server(variant, url, processes, tokens, took, log, database)
         finally:
             for process in reversed(processes):
                 stop(process)

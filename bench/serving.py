@@ -2,9 +2,10 @@
 minimal relay, with the stamped model in its own process and the readers in this one.
 
 Per variant, started once and stopped before the next:
-- relay: C concurrent streams (1, 20, 100, 200) of `tokens` stamped tokens each at 60
-  tokens/s; per-token latency from the model's send stamp to a socket client (JSON, and the
-  htmx page's HTML socket where the variant lists it), and the server's CPU (every process
+- relay: C concurrent streams (1, 20, 100, 200, and 400 for the minimal relay and the
+  scaled variant) of `tokens` stamped tokens each at 60 tokens/s; per-token latency from
+  the model's send stamp to a socket client (JSON, and the htmx page's HTML socket where
+  the variant lists it), and the server's CPU (every process
   of the variant, from /proc) per 1,000 tokens delivered;
 - first frame: turns one after another in one chat, from sending `POST /loop` to the first
   text frame, beside the model's own time to first token (the same turns read straight
@@ -43,7 +44,7 @@ from bench.relay_client import (
 )
 
 NAME = "serving"
-LEVELS = (1, 20, 100, 200)
+LEVELS = (1, 20, 100, 200, servers.SCALED_STREAMS)
 QUICK_LEVELS = (1, 5)
 TOKENS = 180  # 3 s of streaming at 60 tokens/s
 QUICK_TOKENS = 30
@@ -169,6 +170,8 @@ def summarize(tallies: list[Tally], tokens: int, cpu: CpuWindow) -> dict:
         "errors": dict(errors),
         "tokens_delivered": delivered,
         "tokens_expected": len(tallies) * tokens,
+        # Every stamp is its send time: one not after the one before came twice or late.
+        "tokens_out_of_order": sum(tally.out_of_order for tally in tallies),
         "seconds": round(cpu.seconds, 2),
         "model_tps_per_stream_p50": round(statistics.median(rates), 1) if rates else None,
         "peak_concurrent_streams": peak_concurrency(tallies),
@@ -263,6 +266,11 @@ def measure_relay(model, server: servers.Server, plan: Plan, fmt: str, streams: 
         },
         "load_average_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
     }
+
+
+def relay_levels(variant: servers.Variant, plan: Plan, most: int) -> list[int]:
+    wanted = variant.relay_levels
+    return [n for n in plan.levels if n <= most and (wanted is None or n in wanted)]
 
 
 def wait_until_quiet(server: servers.Server) -> float:
@@ -379,7 +387,7 @@ def run_variant(
         with servers.serve(variant, model, users=max(plan.levels)) as server:
             entry["setup_seconds"] = round(server.setup_seconds, 1)
             for fmt, most in variant.formats if variant.relay else ():
-                for streams in (level for level in plan.levels if level <= most):
+                for streams in relay_levels(variant, plan, most):
                     if not server.alive():
                         raise servers.SkipVariant("the server died during the relay benchmark")
                     wait_until_quiet(server)

@@ -9,7 +9,9 @@ token's latency. Tokens leave at `--tps` per stream on an absolute schedule (a l
 does not push the next ones back), `--tokens` per reply, after `--first-token-delay`
 seconds. The last user message may override both for its reply: `stamps=N` and
 `delay=SECONDS` anywhere in its text (a benchmark's short turns beside its long streams, on
-one model process). Non-streamed calls get the same text at once;
+one model process). `card=ask` in it asks instead (streamed): one `ask_user` tool call
+with two options, so the app shows a card; the call after its answer (a tool result, no
+text) gets the stamps as usual. Non-streamed calls get the same text at once;
 `/v1/messages/count_tokens` a count. Nothing is validated (tests/fake_model.py does that).
 
 Stdlib only, one asyncio loop, HTTP/1.1 keep-alive with chunked replies: hundreds of
@@ -48,6 +50,11 @@ DELTA_TAIL = b'"}}\n\n'
 
 STAMPS = re.compile(r"\bstamps=(\d+)")
 DELAY = re.compile(r"\bdelay=(\d+(?:\.\d+)?)")
+CARD = re.compile(r"\bcard=ask\b")
+CARD_INPUT = {
+    "question": "Which quarter?",
+    "options": [{"value": "q1", "label": "Q1"}, {"value": "q2", "label": "Q2"}],
+}
 
 
 def last_user_text(body: dict) -> str:
@@ -159,6 +166,8 @@ class StampedModel:
             )
         elif path.endswith("/count_tokens"):
             await self.send_json(writer, 200, {"input_tokens": 10})
+        elif body.get("stream") and CARD.search(last_user_text(body)):
+            await self.stream_card(writer, str(body.get("model") or "bench"))
         elif body.get("stream"):
             await self.stream(writer, str(body.get("model") or "bench"), *self.reply_shape(body))
         else:
@@ -194,6 +203,37 @@ class StampedModel:
             writer.write(chunk(DELTA_HEAD + stamp() + DELTA_TAIL))
             await writer.drain()
         writer.write(chunk(closing_events(tokens)) + b"0\r\n\r\n")
+        await writer.drain()
+
+    async def stream_card(self, writer, model: str) -> None:
+        """One `ask_user` call (`CARD_INPUT`), stop reason `tool_use`."""
+        start = message(model, "", 1)
+        start.update(content=[], stop_reason=None)
+        block = {"type": "tool_use", "id": f"toolu_{secrets.token_hex(8)}", "name": "ask_user"}
+        events = sse("message_start", {"type": "message_start", "message": start})
+        events += sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}},
+        )
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(CARD_INPUT)}
+        events += sse(
+            "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+        )
+        events += sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+        events += sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 20},
+            },
+        )
+        events += sse("message_stop", {"type": "message_stop"})
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+            b"cache-control: no-cache\r\nrequest-id: req_bench\r\n"
+            b"transfer-encoding: chunked\r\n\r\n" + chunk(events) + b"0\r\n\r\n"
+        )
         await writer.drain()
 
 

@@ -14,7 +14,6 @@ const Composer = (() => {
   const notSentOffline = "Not sent: the connection to Loopdesk is down. Your message is kept here; send it again when the connection is back.";
   const notSentUnreachable = "Not sent: Loopdesk could not be reached. Your message is kept here; try again in a moment.";
   const waitForReply = "Wait for the reply to finish before sending (Esc stops it). Your message is kept.";
-  let sending = null; // the text of this tab's send in flight
   let socketWasDown = false;
 
   const form = () => document.getElementById("composer");
@@ -116,7 +115,10 @@ const Composer = (() => {
       if (event.target.id !== "composer-input" || event.key !== "Enter" || event.shiftKey || event.isComposing) return;
       event.preventDefault();
       if (!event.target.value.trim()) return;
-      if (isBusy()) refuse(waitForReply);
+      // While a reply is written, Enter queues the message (the Queue button).
+      const queue = form().querySelector("[data-send=queue]");
+      if (isBusy() && queue) queue.click();
+      else if (isBusy()) refuse(waitForReply);
       else event.target.form.requestSubmit();
     });
 
@@ -149,32 +151,33 @@ const Composer = (() => {
       }
     });
 
+    // The form's Send, and its Queue and Steer (buttons of their own, while busy).
+    const sends = (elt) => elt === form() || Boolean(elt && elt.matches && elt.matches("#composer [data-send]"));
     document.body.addEventListener("htmx:beforeRequest", (event) => {
-      if (event.detail.elt !== form()) return;
+      if (!sends(event.detail.elt)) return;
       if (socketDown()) {
         event.preventDefault();
         socketWasDown = true;
         refuse(notSentOffline);
         return;
       }
-      sending = box()?.value ?? null;
-    });
-    document.body.addEventListener("htmx:afterRequest", (event) => {
-      if (event.detail.elt !== form()) return;
-      const sent = sending;
-      sending = null;
-      // A draft's first message answers with HX-Redirect (to the new chat), for which
-      // htmx never sets `successful`: a 2xx is a send all the same.
+      // Its end is read from the request itself: a Queue button swapped out by the run's
+      // frames meanwhile gets no htmx:afterRequest that reaches the document.
+      const sent = box()?.value ?? null;
       const { xhr } = event.detail;
-      const redirected = Boolean(xhr && xhr.status >= 200 && xhr.status < 300 && xhr.getResponseHeader("HX-Redirect"));
-      if (!(event.detail.successful || redirected) || sent === null) return;
+      if (sent !== null && xhr) xhr.addEventListener("loadend", () => answered(sent, xhr.status));
+    });
+    // A send the server took (a 2xx, or a draft's HX-Redirect to its new chat): the box
+    // empties if it still holds what was sent.
+    function answered(sent, status) {
+      if (status < 200 || status >= 400) return;
       const input = box();
       if (input && input.value === sent) input.value = "";
       forget(sent);
       if (input && (document.activeElement === document.body || form().contains(document.activeElement))) input.focus();
-    });
+    }
     document.body.addEventListener("htmx:sendError", (event) => {
-      if (event.detail.elt === form()) refuse(notSentUnreachable);
+      if (sends(event.detail.elt)) refuse(notSentUnreachable);
     });
 
     // The header says when the socket drops and comes back (app.js); the toast only

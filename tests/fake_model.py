@@ -40,7 +40,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -62,6 +62,7 @@ __all__ = [
     "api_error",
     "count_request_tokens",
     "fake_model",
+    "model_info",
     "redacted_thinking",
     "schema_instance",
     "stream_error",
@@ -1496,6 +1497,65 @@ def _split_json(value: str) -> list[str]:
     return [value[k : k + size] for k in range(0, len(value), size)]
 
 
+def model_info(
+    model_id: str,
+    display_name: str | None = None,
+    *,
+    created_at: str = "2026-01-01T00:00:00Z",
+    max_input_tokens: int = DEFAULT_CONTEXT_WINDOW,
+    max_tokens: int = 64_000,
+) -> dict[str, Any]:
+    """One entry of ``GET /v1/models`` as the real API writes it."""
+    return {
+        "type": "model",
+        "id": model_id,
+        "display_name": display_name or model_id,
+        "created_at": created_at,
+        "lifecycle": "active",
+        "deprecated_at": None,
+        "retires_at": None,
+        "max_input_tokens": max_input_tokens,
+        "max_tokens": max_tokens,
+    }
+
+
+DEFAULT_MODELS = (
+    model_info("claude-opus-5", "Claude Opus 5", created_at="2026-09-01T00:00:00Z"),
+    model_info("claude-sonnet-5-5", "Claude Sonnet 5.5", created_at="2026-08-01T00:00:00Z"),
+    model_info("claude-haiku-5-5", "Claude Haiku 5.5", created_at="2026-07-01T00:00:00Z"),
+)
+
+
+def _models_page(
+    models: list[dict[str, Any]], query: dict[str, list[str]]
+) -> tuple[list[dict[str, Any]], bool]:
+    """One page of ``models`` (newest first) and whether more follow in its direction."""
+    raw_limit = query.get("limit", ["20"])[-1]
+    if not re.fullmatch(r"[0-9]+", raw_limit):
+        raise _Invalid("limit: Input should be a valid integer")
+    limit = int(raw_limit)
+    if not 1 <= limit <= 1000:
+        raise _Invalid(
+            "limit: Input should be greater than or equal to 1"
+            if limit < 1
+            else "limit: Input should be less than or equal to 1000"
+        )
+    ordered = sorted(models, key=lambda m: m["created_at"], reverse=True)
+    ids = [m["id"] for m in ordered]
+    after, before = query.get("after_id", [None])[-1], query.get("before_id", [None])[-1]
+    if after is not None and before is not None:
+        raise _Invalid("Only one of after_id and before_id may be given")
+    for cursor in (after, before):
+        if cursor is not None and cursor not in ids:
+            raise _Invalid(f"Invalid cursor: {cursor!r} is not a model id")
+    if before is not None:
+        end = ids.index(before)
+        start = max(0, end - limit)
+        return ordered[start:end], start > 0
+    start = ids.index(after) + 1 if after is not None else 0
+    return ordered[start : start + limit], start + limit < len(ordered)
+
+
 class _HTTPServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -1568,7 +1628,46 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._read_body()
+        parts = urlsplit(self.path)
+        if self.command == "GET" and parts.path == "/v1/models":
+            self._list_models(parse_qs(parts.query, keep_blank_values=True))
+            return
         self._send_error(404, "not_found_error", f"Not found: {self.command} {self.path}")
+
+    def _list_models(self, query: dict[str, list[str]]) -> None:
+        """``GET /v1/models``: newest first, a page of ``limit`` (1 to 1000, 20 by default)
+        after ``after_id`` or before ``before_id``, with ``has_more``, ``first_id`` and
+        ``last_id`` as the real API pages them."""
+        fake = self.server.fake
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        base_headers = {"request-id": f"req_{_rand()}"}
+        fake._append(fake.models_requests, RecordedRequest({}, self.path, headers))
+        if not headers.get("x-api-key") and not headers.get("authorization"):
+            message = "authentication required: send an x-api-key or Authorization header"
+            self._send_error(401, "authentication_error", message, base_headers)
+            return
+        try:
+            self._wait(fake.models_delay)
+        except _Abort:
+            self.close_connection = True
+            return
+        if fake.models_reply is not None:
+            reply = fake.models_reply
+            headers_out = {**base_headers, **reply.headers}
+            self._send_error(reply.status, reply.error_type, reply.message, headers_out)
+            return
+        try:
+            page, has_more = _models_page(fake.models, query)
+        except _Invalid as invalid:
+            self._send_error(400, "invalid_request_error", str(invalid), base_headers)
+            return
+        payload = {
+            "data": page,
+            "has_more": has_more,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+        }
+        self._send_json(200, payload, base_headers)
 
     do_PUT = do_DELETE = do_PATCH = do_GET
 
@@ -1856,7 +1955,10 @@ class FakeModelServer:
     ``rejections`` (validation errors as :class:`Rejection` strings, count_tokens ones
     included); ``count_tokens_requests``; ``replies`` (the full message dicts served);
     ``issued_signatures``; ``context_window``; ``responder`` (``callable(body) -> Turn |
-    ApiError`` used when the script is empty).
+    ApiError`` used when the script is empty); ``models`` (what ``GET /v1/models`` lists,
+    paged like the real API: see :func:`model_info`), ``models_requests`` and
+    ``models_reply`` (an :func:`api_error` to answer the listing with instead) and
+    ``models_delay`` (seconds it waits first).
 
     ``strict`` (settable; ``FakeModelServer(strict=True)``) answers, like a model that knows
     only what the request says and without consuming the script: a forced tool call
@@ -1881,6 +1983,12 @@ class FakeModelServer:
         self.count_tokens_requests: list[RecordedRequest] = []
         self.replies: list[dict[str, Any]] = []
         self.issued_signatures: set[str] = set()
+        # GET /v1/models: what it lists (newest first by created_at), every listing asked
+        # for, and an error to answer it with instead (None: the list).
+        self.models: list[dict[str, Any]] = [dict(m) for m in DEFAULT_MODELS]
+        self.models_requests: list[RecordedRequest] = []
+        self.models_reply: ApiError | None = None
+        self.models_delay = 0.0  # seconds before the listing answers
         self._queue: collections.deque[ScriptEntry] = collections.deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()

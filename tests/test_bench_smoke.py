@@ -1,6 +1,7 @@
 """The benchmark harness runs quick and on SQLite only, and writes its report: the
 database benchmarks in one test, the serving ones (minimal relay and embedded server,
-stamped model in its own process) in another. Together well under a minute."""
+stamped model in its own process) in another, and the one-token turn on `make run` beside the
+minimal relay."""
 
 import json
 import subprocess
@@ -40,7 +41,8 @@ def test_database_benchmarks_quick_on_sqlite_write_the_report(tmp_path):
         assert case["sequence_check"] == "passed"
 
     turn_start = json.loads((tmp_path / "turn_start.json").read_text())
-    assert [case["rows"] for case in turn_start["cases"]] == [50, 2_000]
+    shapes = [(case["rows"], case["branched"]) for case in turn_start["cases"]]
+    assert shapes == [(50, False), (2_000, False), (2_000, True)]
     for case in turn_start["cases"]:
         assert 0 < case["turn_start_p50_ms"] <= case["turn_start_p99_ms"]
         assert case["floor_p50_ms"] > 0 and case["tail_rows"] > 0
@@ -66,6 +68,7 @@ def test_database_benchmarks_quick_on_sqlite_write_the_report(tmp_path):
     assert startup["warm_median_seconds"] > 0 and startup["bare_import_median_seconds"] > 0
     assert "`make run` warm start to first response within 1.5x of one bare import" in report
     assert "Turn start at most 10 ms p50" in report
+    assert "turn start at 2,000 branched rows <= 10 ms p99 (sqlite)" in report
     assert "![turn start against conversation length](bench-turn-start.png)" in report
     assert (tmp_path / "docs" / "bench-turn-start.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -113,3 +116,20 @@ def test_serving_benchmarks_quick_relay_every_token_and_write_the_report(tmp_pat
     for figure in ("bench-relay-latency.png", "bench-relay-cpu.png"):
         assert f"]({figure})" in report
         assert (docs / figure).read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.timeout(300)
+def test_turn_cost_quick_times_every_turn_on_both_servers_and_reports_its_line(tmp_path):
+    """`make run`'s server and the minimal relay, one-token turns in turn: every turn ends,
+    and the report has the issue-36 line with both ratios."""
+    run_bench(tmp_path, "--only", "turn_cost", timeout=240)
+    result = json.loads((tmp_path / "turn_cost.json").read_text())
+    assert [case["variant"] for case in result["cases"]] == ["minimal", "make-run"]
+    for case in result["cases"]:
+        assert case["errors"] == 0 and case["turns"] == result["turns"]
+        assert 0 < case["wall_p50_ms"] <= case["wall_p99_ms"]
+        assert case["cpu_mean_ms"] > 0
+    assert result["wall_ratio"] > 0 and result["cpu_ratio"] > 0
+    report = (tmp_path / "docs" / "benchmarks.md").read_text()
+    assert "## One-token turn" in report
+    assert "a one-token turn (POST /loop to the end frame)" in report

@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,14 @@ def _gevent_works() -> bool:
     return True
 
 
+DATABASES: dict[str, Path] = {}
+
+
+def make_run_database(url: str) -> Path:
+    """The SQLite file of the `make run` serving at `url`."""
+    return DATABASES[url]
+
+
 @contextlib.contextmanager
 def started_make_run(directory: Path, extra_env: dict[str, str]):
     """`make run` serving on a free port, its data in `directory`; yields its URL. The
@@ -60,6 +69,7 @@ def started_make_run(directory: Path, extra_env: dict[str, str]):
         _make_run_command(), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
     )
     url = f"http://127.0.0.1:{port}"
+    DATABASES[url] = directory / "instance" / "loopdesk.db"
 
     def serving() -> bool:
         assert process.poll() is None, log_path.read_text()
@@ -105,7 +115,16 @@ def make_run(tmp_path, request):
         yield url
 
 
-def test_make_run_serves_the_login_page_with_gunicorn_and_answers_the_demo(make_run):
+METRICS_PORT = free_port()
+
+
+# With the console exporter, the spans print on make run's own output (app/telemetry).
+@pytest.mark.parametrize(
+    "make_run",
+    [{"METRICS_ADDRESS": f"127.0.0.1:{METRICS_PORT}", "OTEL_TRACES_EXPORTER": "console"}],
+    indirect=True,
+)
+def test_make_run_serves_the_login_page_with_gunicorn_and_answers_the_demo(make_run, tmp_path):
     page = requests.get(f"{make_run}/login", timeout=10)
 
     assert page.status_code == 200
@@ -130,6 +149,36 @@ def test_make_run_serves_the_login_page_with_gunicorn_and_answers_the_demo(make_
     assert status in {"completed", "awaiting"}  # the demo may end on a question card
     rows = browser.get(f"{make_run}/api/chats/{chat}/messages", timeout=10).json()
     assert any(row["role"] == "assistant" for row in rows["messages"])
+    # The run is counted where it ran (the worker), read by /metrics (the demo account is
+    # an admin) and by the master on METRICS_ADDRESS without a login: one sum of files.
+    counted = f'loopdesk_runs_total{{status="{status}"}} 1.0'
+    assert counted in browser.get(f"{make_run}/metrics", timeout=10).text
+    assert counted in requests.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
+    # The run's span ends just after its status is written: printed when it ends.
+    names = ("GET /login", "POST /api/chats/<int:conversation_id>/loop", "invoke_agent loopdesk")
+    printed = (tmp_path / "make-run.log").read_text
+    eventually(lambda: all(f'"name": "{n}"' in printed() for n in names), 10, "no spans printed")
+    assert '"name": "chat loopdesk-demo"' in printed()
+
+    # The process's own scheduler sends a scheduled message once it is due (made due here
+    # in the database: its next pass is at most 15 s away).
+    made = browser.post(
+        f"{make_run}/api/chats/{chat}/schedules",
+        json={"cron": "0 9 * * *", "message": "Scheduled hello"},
+        headers=token,
+        timeout=10,
+    )
+    assert made.status_code == 201, made.text
+    database = sqlite3.connect(make_run_database(make_run), timeout=10)
+    with database:
+        database.execute("UPDATE chat_schedules SET next_run_at = '2020-01-01 00:00:00.000000'")
+    database.close()
+
+    def scheduled_row() -> bool:
+        rows = browser.get(f"{make_run}/api/chats/{chat}/messages", timeout=10).json()
+        return any(row["content"] == "Scheduled hello" for row in rows["messages"])
+
+    eventually(scheduled_row, 40, "the scheduled message was not sent")
 
 
 @pytest.mark.parametrize("make_run", [{"MAKE_RUN_SERVER": "flask"}], indirect=True)

@@ -527,3 +527,136 @@ def test_chats_before_pins_folders_and_archive_keep_every_row_and_their_ids(make
                 text("SELECT sql FROM sqlite_master WHERE name = 'conversations'")
             ).scalar()
             assert "AUTOINCREMENT" in sql
+
+
+BEFORE_PROJECT_USAGE = "1eb709272bf2"  # the revision before c7e2a4d91f36
+
+
+def test_usage_events_take_their_chats_project_and_keep_every_row(make_app):
+    """c7e2a4d91f36: each usage event gets its chat's project; one whose chat is gone gets
+    none (it still counts for its person); down and up again keeps every row."""
+    from flask_migrate import downgrade
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade(revision=BEFORE_PROJECT_USAGE)
+    engine = app.extensions["database"].engine
+
+    def insert(connection, sql: str, **values) -> int:
+        return connection.execute(text(sql + " RETURNING id"), values).scalar()
+
+    with engine.begin() as connection:
+        user = insert(
+            connection,
+            "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+            " VALUES ('ada@example.com', 'x', 'Ada', false, '2026-12-01')",
+        )
+        project = insert(
+            connection,
+            "INSERT INTO projects (name, created_at) VALUES ('Launch', '2026-12-01')",
+        )
+        chat = insert(
+            connection,
+            "INSERT INTO conversations (user_id, project_id, title, status, tool_phase,"
+            " summarized_up_to_sequence, created_at, updated_at) VALUES (:user, :project,"
+            " 'Launch plan', 'IDLE', 'discovery', 0, '2026-12-01', '2026-12-01')",
+            user=user,
+            project=project,
+        )
+        events = [
+            insert(
+                connection,
+                "INSERT INTO usage_events (idempotency_key, user_id, conversation_id, model,"
+                " billable_tool_calls, credits, month, created_at) VALUES (:key, :user, :chat,"
+                " 'm', 0, :credits, '2026-12', '2026-12-01')",
+                key=key,
+                user=user,
+                chat=conversation,
+                credits=credits,
+            )
+            for key, conversation, credits in (("a", chat, 3), ("b", None, 5))
+        ]
+    with app.app_context():
+        upgrade()
+    read = "SELECT id, conversation_id, project_id, credits FROM usage_events ORDER BY id"
+    with engine.connect() as connection:
+        rows = [tuple(row) for row in connection.execute(text(read))]
+    assert rows == [(events[0], chat, project, 3), (events[1], None, None, 5)]
+    with app.app_context():
+        downgrade(revision=BEFORE_PROJECT_USAGE)
+        upgrade()
+    with engine.connect() as connection:
+        assert [tuple(row) for row in connection.execute(text(read))] == rows
+
+
+def test_usage_events_stay_when_their_person_is_deleted_after_upgrade(make_app):
+    """9d3f1c2b7a64: the database sets a deleted person's usage events' user_id NULL (they
+    stay in their projects' totals); downgrading drops those, as the old rule would have."""
+    from flask_migrate import downgrade
+    from sqlalchemy import text
+
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade()
+    engine = app.extensions["database"].engine
+    with engine.begin() as connection:
+        if engine.dialect.name == "sqlite":
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+        user = connection.execute(
+            text(
+                "INSERT INTO users (email, password_hash, display_name, is_admin, created_at)"
+                " VALUES ('ada@example.com', 'x', 'Ada', false, '2026-12-01') RETURNING id"
+            )
+        ).scalar()
+        connection.execute(
+            text(
+                "INSERT INTO usage_events (idempotency_key, user_id, model, billable_tool_calls,"
+                " credits, month, created_at) VALUES ('a', :user, 'm', 0, 3, '2026-12',"
+                " '2026-12-01')"
+            ),
+            {"user": user},
+        )
+        connection.execute(text("DELETE FROM users WHERE id = :user"), {"user": user})
+    read = "SELECT user_id, credits FROM usage_events"
+    with engine.connect() as connection:
+        assert [tuple(row) for row in connection.execute(text(read))] == [(None, 3)]
+    with app.app_context():
+        downgrade(revision="c7e2a4d91f36")
+    with engine.connect() as connection:
+        assert connection.execute(text(read)).all() == []
+
+
+def test_search_index_keeps_every_row_when_its_prefixes_come_and_go(make_app):
+    """9e4b7c2a5d18: SQLite's index is made again with prefixes kept (and without, on
+    downgrade); the rows indexed before are found by a prefix either way."""
+    from flask_migrate import downgrade
+    from sqlalchemy import text
+
+    from app.accounts.service import create_user
+    from app.chat.conversations import create_conversation
+    from app.chat.rows import insert_message
+    from app.chat.search import search
+
+    app = make_app(create_schema=False)
+    database = app.extensions["database"]
+    sqlite = database.engine.dialect.name == "sqlite"
+    definition = text("SELECT sql FROM sqlite_master WHERE name = 'message_search'")
+    with app.app_context():
+        upgrade()
+        with database.session() as session:
+            user_id = create_user(session, "ada@example.com", "correct horse battery").id
+            chat_id = create_conversation(session, user_id).id
+            for words in ("Launching the autumn menu", "Pistachio gelato is back"):
+                insert_message(session, chat_id, role="user", kind="user", content=words)
+            session.commit()
+        for move, revision, prefixes in (
+            (downgrade, "5c1d9e7a3b20", False),
+            (upgrade, "head", True),
+        ):
+            move(revision=revision)
+            with database.session() as session:
+                if sqlite:
+                    assert ("prefix=" in session.execute(definition).scalar()) == prefixes
+                assert [h.sequence for h in search(session, user_id, "launc").hits] == [1]
+                assert [h.sequence for h in search(session, user_id, "pistach").hits] == [2]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, delete, func, select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import User
@@ -223,16 +223,53 @@ def change_role(session: Session, project_id: int, user_id: int, role: object) -
     return member
 
 
+def require_removal(session: Session, actor_id: int, project_id: int, user_id: int) -> str:
+    """May `actor_id` remove `user_id` from the project: any member may remove themself
+    (leave), only owners anyone else. The actor's role, or ProjectRefused (404/403)."""
+    return require(session, actor_id, project_id, READ if actor_id == user_id else MANAGE)
+
+
 def remove_member(session: Session, project_id: int, user_id: int) -> None:
     member = _member_row(session, project_id, user_id)
     project = session.get(Project, project_id)
     if project is not None and project.personal_user_id == user_id:
         raise ProjectRefused(
-            409, "A personal project's owner cannot be removed from it.", ErrorCode.CONFLICT
+            409, "Nobody leaves their personal project, nor is removed from it.", ErrorCode.CONFLICT
         )
     _refuse_if_last_owner(session, member, "make another member an owner first")
     session.delete(member)
     session.flush()
+
+
+def revoke_invitation(session: Session, project_id: int, invitation_id: int) -> None:
+    """Withdraw an open invitation of the project (404 for another project's, an accepted
+    one, or none): its link stops working at once."""
+    invitation = session.scalar(
+        select(ProjectInvitation).where(
+            ProjectInvitation.id == invitation_id,
+            ProjectInvitation.project_id == project_id,
+            ProjectInvitation.accepted_at.is_(None),
+        )
+    )
+    if invitation is None:
+        raise not_found()
+    session.delete(invitation)
+    session.flush()
+
+
+def pending_invitations(session: Session, project_id: int) -> list[ProjectInvitation]:
+    """The project's invitations not yet accepted (expired ones too: the owner sees them
+    and revokes or invites again), oldest first."""
+    return list(
+        session.scalars(
+            select(ProjectInvitation)
+            .where(
+                ProjectInvitation.project_id == project_id,
+                ProjectInvitation.accepted_at.is_(None),
+            )
+            .order_by(ProjectInvitation.id)
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -271,6 +308,15 @@ def add_member(
         session.add(member)
         session.flush()
         return Added(member=member)
+    # Inviting an address again replaces its open invitation: one live link per
+    # address and project, with the newest role (the earlier link stops working).
+    session.execute(
+        delete(ProjectInvitation).where(
+            ProjectInvitation.project_id == project_id,
+            ProjectInvitation.email == address,
+            ProjectInvitation.accepted_at.is_(None),
+        )
+    )
     token = secrets.token_urlsafe(32)
     invitation = ProjectInvitation(
         project_id=project_id,
@@ -317,6 +363,28 @@ def accept_invitation(session: Session, user: User, token: object) -> ProjectMem
         .where(ProjectInvitation.token_digest == token_digest(token))
         .with_for_update()
     )
+    return _accept(session, user, invitation)
+
+
+def accept_invitation_by_id(session: Session, user: User, invitation_id: int) -> ProjectMember:
+    """Accept an invitation to one's own address without its link: only for an account
+    whose address is confirmed (a mailed link reached it), else anyone who signed up
+    with someone else's address could join their projects. 404 as for a token; 403
+    EMAIL_UNCONFIRMED for an unconfirmed address."""
+    invitation = session.scalar(
+        select(ProjectInvitation).where(ProjectInvitation.id == invitation_id).with_for_update()
+    )
+    mine = invitation is not None and invitation.email == User.normalize_email(user.email)
+    if mine and user.email_verified_at is None:
+        raise ProjectRefused(
+            403,
+            "Confirm your address first, or open the link in the invitation email.",
+            ErrorCode.EMAIL_UNCONFIRMED,
+        )
+    return _accept(session, user, invitation)
+
+
+def _accept(session: Session, user: User, invitation: ProjectInvitation | None) -> ProjectMember:
     if (
         invitation is None
         or invitation.email != User.normalize_email(user.email)

@@ -20,10 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, func, literal, select
+from sqlalchemy import Integer, bindparam, case, func, literal, select
 from sqlalchemy.orm import Session, aliased
+from sqlalchemy.sql import Select
+from sqlalchemy.sql.elements import BindParameter
 
 from app.chat.conversations import row_dict
+from app.chat.feedback import with_feedback
 from app.chat.models import Conversation, Message
 from app.kinds import RowKind
 
@@ -72,6 +75,55 @@ _NEWEST_ROWS = (
 )
 
 
+def _newest_branch_rows() -> Select[Message]:
+    """The newest rows of a branched conversation's shown branch, oldest first: its path
+    walked up from the leaf (`leaf_of`'s rule, in SQL: no read of the last sequence first)
+    by a recursive query at most `limit` rows deep. Built once: every model call of a
+    branched conversation reads it, and composing it cost more than running it."""
+    conversation_id: BindParameter[int] = bindparam("conversation_id")
+    last = (
+        select(func.max(Message.sequence))
+        .where(Message.conversation_id == conversation_id)
+        .scalar_subquery()
+    )
+    leaf = case(
+        (last <= bindparam("chosen_at", type_=Integer), bindparam("chosen", type_=Integer)),
+        else_=last,
+    )
+    path = (
+        select(
+            Message.sequence.label("seq"),
+            Message.parent_sequence.label("parent"),
+            literal(1, Integer).label("depth"),
+        )
+        .where(
+            Message.conversation_id == conversation_id,
+            Message.sequence == leaf,
+            Message.sequence > bindparam("above"),
+        )
+        .cte("shown_path", recursive=True)
+    )
+    up = aliased(Message)
+    path = path.union_all(
+        select(up.sequence, up.parent_sequence, path.c.depth + 1).where(
+            up.conversation_id == conversation_id,
+            up.sequence == path.c.parent,
+            up.sequence > bindparam("above"),
+            path.c.depth < bindparam("limit"),
+        )
+    )
+    # IN (the path) alone, not a join nor a range as well: each row is then looked up by
+    # the unique index (with `sequence > above` here too, SQLite walks every row above).
+    return (
+        select(Message)
+        .where(Message.conversation_id == conversation_id, Message.sequence.in_(select(path.c.seq)))
+        .order_by(Message.sequence)
+    )
+
+
+_NEWEST_BRANCH_ROWS = _newest_branch_rows()
+
+
 def branch_rows(
     session: Session,
     conversation: Conversation,
@@ -84,10 +136,18 @@ def branch_rows(
     first; with `limit`, only the newest that many (hidden rows included). A branched
     conversation is walked up from its leaf by a recursive query; a straight one is read
     by sequence as before."""
-    if conversation.branch_chosen_at_sequence is None and below is None and limit is not None:
-        # Every model call reads this: the statement is built once.
-        values = {"conversation_id": conversation.id, "above": above, "limit": limit}
-        return list(reversed(session.scalars(_NEWEST_ROWS, values).all()))
+    if below is None and limit is not None:
+        # Every model call reads this: the statements are built once.
+        values: dict[str, int | None] = {
+            "conversation_id": conversation.id,
+            "above": above,
+            "limit": limit,
+        }
+        if conversation.branch_chosen_at_sequence is None:
+            return list(reversed(session.scalars(_NEWEST_ROWS, values).all()))
+        values["chosen_at"] = conversation.branch_chosen_at_sequence
+        values["chosen"] = conversation.branch_leaf_sequence
+        return list(session.scalars(_NEWEST_BRANCH_ROWS, values).all())
     where = [Message.conversation_id == conversation.id, Message.sequence > above]
     if below is not None:
         where.append(Message.sequence < below)
@@ -115,8 +175,6 @@ def branch_rows(
         up.sequence == path.c.parent,
         up.sequence > above,
     )
-    if limit is not None and below is None:
-        step = step.where(path.c.depth < limit)
     path = path.union_all(step)
     # IN (the path), not a join: each row is then looked up by the unique index.
     query = (
@@ -220,8 +278,10 @@ def shown_rows(
     `after`, in order."""
     if conversation.branch_chosen_at_sequence is None:
         rows = branch_rows(session, conversation, above=after)
-        return [row_dict(row) for row in rows if not row.hidden]
-    return Tree.load(session, conversation.id).view(current_leaf(session, conversation), after)
+        shown = [row_dict(row) for row in rows if not row.hidden]
+    else:
+        shown = Tree.load(session, conversation.id).view(current_leaf(session, conversation), after)
+    return with_feedback(session, conversation, shown)  # the person's thumbs on answers
 
 
 def show_branch(session: Session, conversation: Conversation, tree: Tree, leaf: int | None) -> None:

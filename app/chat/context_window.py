@@ -19,7 +19,10 @@ from app.chat.history import (
     merge_rows,
     repair,
 )
+from app.chat.model_choice import ChosenModel, chosen_model
 from app.chat.models import Conversation, Message
+from app.chat.offered_models import HOST_MAX_TOKENS
+from app.chat.presets import chat_preset, preset_groups, preset_prompt
 from app.chat.prompt import build_system_prompt
 from app.chat.toolset import tools_for_step
 from app.db import read_transaction
@@ -32,9 +35,9 @@ from app.llm.budget import (
 )
 from app.llm.web_search import TOOL as WEB_SEARCH_TOOL
 from app.memory.store import memory_prompt, read_memory
+from app.tools.groups import WEB_SEARCH
 from app.tools.registry import ToolRegistry
 
-HOST_MAX_TOKENS = 8_192
 COMPACT_THRESHOLD = 0.85  # of the input budget
 RECENT_FRACTION = 0.5  # the recent window's share of the input budget
 VERIFY_FRACTION = 0.9  # above this share, ask the API to count
@@ -99,49 +102,69 @@ class HostRequestBuilder:
         person's instructions and facts, when the caller read them already."""
         settings = self.services.settings
         conversation = session.get_one(Conversation, self.conversation_id)
-        note, several = project_note(session, conversation.user_id, conversation.project_id)
-        # select_project is offered while a person in several projects never chose one.
-        asks = several and not conversation.project_chosen
-        tools = tools_for_step(self.registry or self.services.tools, conversation.tool_phase, asks)
+        tools, groups, system = self._tools_and_system(session, conversation, wrap_up, memory)
         tail = load_tail(session, conversation, settings.history_message_cap)
-        instructions, facts = memory or read_memory(session, conversation.user_id)
-        system = build_system_prompt(conversation, tools, memory_prompt(instructions, facts), note)
         summarized_up_to = conversation.summarized_up_to_sequence
-        if wrap_up:
-            system = f"{system}\n\n{WRAP_UP_NOTE}"
-        keep_thinking = settings.thinking_budget > 0
+        # The chat's model: its window and thinking budget set the numbers below.
+        model = chosen_model(session, settings, conversation)
+        keep_thinking = model.thinking_budget > 0
         messages = repair(
             cap_messages(repair(merge_rows(tail), keep_thinking), settings.history_message_cap),
             keep_thinking,
         )
         thinking = keep_thinking and not continuing_tool_loop_without_thinking(messages)
         # A step with thinking off reserves no thinking budget.
-        max_tokens = HOST_MAX_TOKENS + (settings.thinking_budget if thinking else 0)
+        max_tokens = HOST_MAX_TOKENS + (model.thinking_budget if thinking else 0)
         schemas = [tool.schema_for_model() for tool in tools]
-        if settings.offers_web_search:
+        if settings.offers_web_search and (groups is None or WEB_SEARCH.key in groups):
             schemas.append(WEB_SEARCH_TOOL)  # the provider's, run within its reply
         factor = self.calibration.factor(self.conversation_id)
         fixed = math.ceil((estimate_tools(schemas) + estimate_text(system)) * factor)
-        budget = input_budget(settings.context_window_tokens, max_tokens, fixed, 0)
+        budget = input_budget(model.window, max_tokens, fixed, 0)
         request = {
-            "model": settings.host_model_name,
+            "model": model.name,
             "max_tokens": max_tokens,
             "system": system,
             "tools": schemas,
             "tool_choice": tool_choice,
         }
         if thinking:
-            request["thinking"] = {"type": "enabled", "budget_tokens": settings.thinking_budget}
+            request["thinking"] = {"type": "enabled", "budget_tokens": model.thinking_budget}
         return Draft(
             request=request,
             messages=messages,
             tail=tail,
+            window=model.window,
             budget=budget,
             fixed=fixed,
             factor=factor,
             summarized_up_to=summarized_up_to,
             history_tokens=math.ceil(estimate_messages(messages) * factor),
+            model=model,
         )
+
+    def _tools_and_system(
+        self,
+        session: Session,
+        conversation: Conversation,
+        wrap_up: bool,
+        memory: tuple[str, list[str]] | None,
+    ) -> tuple[list[Any], frozenset[str] | None, str]:
+        """The tools offered at this step (only the preset's groups, when it has one) and
+        the system prompt that describes them."""
+        note, several = project_note(session, conversation.user_id, conversation.project_id)
+        # select_project is offered while a person in several projects never chose one.
+        asks = several and not conversation.project_chosen
+        preset = chat_preset(session, conversation)
+        groups = preset_groups(preset)
+        registry = self.registry or self.services.tools
+        tools = tools_for_step(registry, conversation.tool_phase, asks, groups)
+        instructions, facts = memory or read_memory(session, conversation.user_id)
+        about = memory_prompt(instructions, facts)
+        system = build_system_prompt(conversation, tools, about, note, preset_prompt(preset))
+        if wrap_up:
+            system = f"{system}\n\n{WRAP_UP_NOTE}"
+        return tools, groups, system
 
     def _compact(self, tail: list[Message], recent_budget: int) -> Message | None:
         settings = self.services.settings
@@ -170,11 +193,14 @@ class Draft:
     request: dict[str, Any]
     messages: list[dict[str, Any]]
     tail: list[Message]
+    window: int  # the model's context window, input and output (the chat's gauge shows it)
     budget: int
     fixed: int
     factor: float
     summarized_up_to: int
     history_tokens: int
+    # The model it was drafted for (app/chat/model_choice.py).
+    model: ChosenModel | None = None
 
     def finish(self, notices: list[Message], shrink: float = 1.0) -> PreparedRequest:
         """Fit what is left (app/chat/fitting.py): older turns go, then the turn's oldest

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.accounts.projects import personal_project_id
 from app.chat.models import TITLE_DEFAULT, TITLE_PERSON, Conversation, Message
+from app.chat.preset_models import Preset
 from app.chat.shapes import meta_of
 from app.kinds import RowKind
 from app.llm.web_search import cited_links
@@ -17,11 +19,18 @@ DEFAULT_TITLE = "New chat"
 
 
 def create_conversation(
-    session: Session, user_id: int, title: str | None = None, project_id: int | None = None
+    session: Session,
+    user_id: int,
+    title: str | None = None,
+    project_id: int | None = None,
+    preset_id: int | None = None,
 ) -> Conversation:
     """A title given here is the person's (a script's): no model replaces it. A project
     given here is chosen (the caller checked the person may chat in it); without one, the
-    chat is in the person's personal project until they choose."""
+    chat is in the person's personal project until they choose. A preset given here is
+    one the caller checked the person sees (app/chat/presets.py): its model is the chat's
+    first pick (the person may pick another; a model no longer offered falls back to the
+    default, as any pick does)."""
     title = (title or "").strip()
     conversation = Conversation(
         user_id=user_id,
@@ -29,10 +38,18 @@ def create_conversation(
         project_chosen=project_id is not None,
         title=title or DEFAULT_TITLE,
         title_source=TITLE_PERSON if title else TITLE_DEFAULT,
+        preset_id=preset_id,
+        model=_preset_model(session, preset_id),
     )
     session.add(conversation)
     session.flush()
     return conversation
+
+
+def _preset_model(session: Session, preset_id: int | None) -> str | None:
+    if preset_id is None:
+        return None
+    return session.scalar(select(Preset.model).where(Preset.id == preset_id)) or None
 
 
 def rename_conversation(conversation: Conversation, title: str) -> None:
@@ -58,6 +75,14 @@ class ListedConversation(Protocol):
     def archived_at(self) -> datetime | None: ...
     @property
     def folder(self) -> str | None: ...
+    @property
+    def project_id(self) -> int: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def unread(self) -> bool: ...
+    @property
+    def preset_id(self) -> int | None: ...
 
 
 def conversation_dict(conversation: ListedConversation) -> dict[str, Any]:
@@ -70,6 +95,10 @@ def conversation_dict(conversation: ListedConversation) -> dict[str, Any]:
         "pinned": conversation.pinned_at is not None,
         "archived": conversation.archived_at is not None,
         "folder": conversation.folder,
+        "project_id": conversation.project_id,
+        "model": conversation.model,
+        "unread": bool(conversation.unread),
+        "preset_id": conversation.preset_id,
     }
 
 

@@ -1,5 +1,6 @@
 """Where runs execute: a thread pool in the web process (the embedded default), or
-Dramatiq workers on Redis (app/chat/worker.py). Both end in `execute_run`."""
+Dramatiq workers on Redis (app/chat/worker.py). Both end in `execute_run`, through
+`run_then_drain` (app/chat/queue_drain.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from functools import partial
 from typing import Protocol
 
 from app.chat.run_services import RunServices
+from app.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +28,12 @@ class ThreadExecutor:
         self.futures: dict[int, Future[str | None]] = {}
 
     def submit(self, run_id: int) -> None:
-        from app.chat.loop import execute_run
+        from app.chat.queue_drain import run_then_drain
 
-        future = self.pool.submit(execute_run, self.services, run_id)
+        # The run, then the chat's queue: its next message's run comes back here.
+        # In the trace of the request (or run) that submitted it.
+        work = tracing.carried(run_then_drain)
+        future = self.pool.submit(work, self.services, run_id, self.submit)
         self.futures[run_id] = future
         future.add_done_callback(partial(self._done, run_id))
 

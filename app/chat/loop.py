@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -21,6 +22,7 @@ from app.chat.context_window import Draft, HostRequestBuilder, PreparedRequest
 from app.chat.conversations import row_dict
 from app.chat.fitting import TurnTooLarge
 from app.chat.models import Conversation, Message, Run, RunStatus
+from app.chat.presets import tool_groups_of
 from app.chat.rows import insert_message
 from app.chat.run_end import Abandoned, Ending, Finished, assistant_row
 from app.chat.run_log import RunLog
@@ -35,7 +37,7 @@ from app.chat.run_state import (
 )
 from app.chat.runs import approval_pending, claim_run
 from app.chat.steps import RunSteps
-from app.chat.taint import typed_urls, untrusted_sources
+from app.chat.taint import conversation_taint
 from app.chat.titles import propose_title
 from app.chat.tool_calls import Settled, ToolCalls
 from app.chat.toolset import run_tools
@@ -53,6 +55,7 @@ from app.llm.errors import (
 )
 from app.memory.models import UserMemory
 from app.memory.store import memory_parts
+from app.telemetry import metrics, tracing
 from app.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -73,9 +76,12 @@ AUTO = {"type": "auto"}
 NO_TOOLS = {"type": "none"}
 
 
-def execute_run(services: RunServices, run_id: int) -> str | None:
+def execute_run(
+    services: RunServices, run_id: int, drain: Callable[[RunIds], None] | None = None
+) -> str | None:
     """Claim the run and drive it to a final status. A run already claimed or finished
-    (a duplicate delivery) is left alone and None is returned."""
+    (a duplicate delivery) is left alone and None is returned. `drain`: called once the
+    run completed with messages in its chat's queue (app/chat/queue_drain.py)."""
     with services.database.session() as session:
         claimed = claim_run(session, run_id)
         if claimed is None:
@@ -83,13 +89,20 @@ def execute_run(services: RunServices, run_id: int) -> str | None:
             return None
         # Before the claim commits: a Stop that follows it finds the run executing here.
         services.cancellations.executing(run_id)
-        project_id = session.scalar(
-            select(Conversation.project_id).where(Conversation.id == claimed.conversation_id)
-        )
+        # The whole row, held by the session: the run's state reads it from there (load_state).
+        conversation = session.execute(
+            select(Conversation).where(Conversation.id == claimed.conversation_id)
+        ).scalar_one()
         ids = RunIds(
-            run_id, claimed.conversation_id, claimed.user_id, claimed.turn_index, project_id
+            run_id,
+            claimed.conversation_id,
+            claimed.user_id,
+            claimed.turn_index,
+            conversation.project_id,
         )
-        host = HostLoop(services, ids, run_tools(session, services, claimed.user_id))
+        tracing.current().set("gen_ai.conversation.id", str(claimed.conversation_id))  # the run's
+        groups = tool_groups_of(session, conversation.preset_id)  # the chat's preset's, else all
+        host = HostLoop(services, ids, run_tools(session, services, claimed.user_id, groups))
         opening: Opening | None
         try:
             opening = host.start(session)
@@ -103,7 +116,10 @@ def execute_run(services: RunServices, run_id: int) -> str | None:
                 return None
             host, opening = HostLoop(services, ids), None
         session.commit()
-    return host.run(opening)
+    status = host.run(opening)
+    if drain is not None and host.queue_waits:
+        drain(ids)
+    return status
 
 
 @dataclass(frozen=True)
@@ -131,6 +147,8 @@ class HostLoop:
         self.frames = RunFrames(services.hub, self.state)
         self.guard = RunGuard(ids.run_id, services.cancellations)
         self.tools = ToolCalls(services, self.state, self.frames, self.guard, self.registry)
+        # Completed with messages queued in its chat: the next one is sent (its caller).
+        self.queue_waits = False
 
     def start(self, session: Session) -> Opening:
         """Everything before the first model call, in the transaction that claims the run:
@@ -155,8 +173,9 @@ class HostLoop:
         memory = session.get(UserMemory, self.ids.user_id)
         pending = approval_pending(session, conversation_id)
         state = self.state
-        state.sources = untrusted_sources(session, conversation_id, self.services.tools, memory)
-        state.typed_urls = typed_urls(session, conversation_id)
+        state.sources, state.typed_urls = conversation_taint(
+            session, conversation_id, self.services.tools, memory
+        )
         state.branched = conversation.branch_chosen_at_sequence is not None
         return conversation, memory, pending
 
@@ -171,10 +190,13 @@ class HostLoop:
         """Drive the run to its end; `opening`: what was read with its claim (None: it
         reads that itself)."""
         services, ids, state = self.services, self.ids, self.state
+        started = time.monotonic()
         self.guard.watch_stream(services.liveness.watch(ids.run_id, ids.conversation_id))
         end = self._outcome(opening)
+        metrics.run_ended(end.status, time.monotonic() - started)
         if isinstance(end, Finished):
             listed, steps_row = end.listed, end.steps_row
+            self.queue_waits = end.queued and end.status == RunStatus.COMPLETED
         else:
             # Failed, cancelled or ended elsewhere: metered and read on their own.
             if state.model_answers:
@@ -272,9 +294,9 @@ class HostLoop:
         if presenting:
             # Before the step's transaction, which writes the log with this frame counted.
             self.frames.emit(ev.Timeline(run_id, "presenting", "started"))
-        prepared = self.prepare(
-            tool_choice, wrap_up, draft=draft or self.draft(tool_choice, wrap_up)
-        )
+        draft = draft or self.draft(tool_choice, wrap_up)
+        self.state.model = draft.model  # metered on the model its requests name
+        prepared = self.prepare(tool_choice, wrap_up, draft=draft)
         # The working indicator says "retrying" while the SDK retries this call (its
         # "thinking" went out with the message: app.web.chat_actions.start_turn).
         since = int(time.time() * 1000)

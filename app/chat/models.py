@@ -22,6 +22,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.accounts.project_models import in_personal_project_by_default
 from app.chat import search_index
+from app.chat.preset_models import Preset  # noqa: F401  (the table a chat's preset_id names)
 from app.db import NEVER_REUSED_IDS, Base, utcnow
 
 
@@ -91,6 +92,16 @@ class Conversation(Base):
     pinned_at: Mapped[datetime | None]
     archived_at: Mapped[datetime | None]
     folder: Mapped[str | None] = mapped_column(String(60))
+    # The model the person picked (app/chat/model_choice.py); NULL: the default. A name,
+    # not a reference: a model taken off the list leaves the chat on the default.
+    model: Mapped[str | None] = mapped_column(String(100))
+    # A reply ended (or paused on a card) that the person has not seen yet: the sidebar's
+    # dot, cleared when they look at the chat (app/chat/unread.py).
+    unread: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # The preset it was started from (app/chat/presets.py); NULL: none, or it was deleted.
+    preset_id: Mapped[int | None] = mapped_column(
+        ForeignKey("presets.id", ondelete="SET NULL"), index=True
+    )
 
     def touch(self) -> None:
         self.updated_at = utcnow()
@@ -158,6 +169,21 @@ class Run(Base):
     started_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+
+
+class QueuedMessage(Base):
+    """A message the person sent while a run answered, to be sent when it ends
+    (app/chat/queue.py): the oldest first, a few at most per conversation."""
+
+    __tablename__ = "queued_messages"
+    __table_args__ = (NEVER_REUSED_IDS,)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    content: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class ChatShare(Base):

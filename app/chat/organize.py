@@ -1,7 +1,10 @@
 """How a person keeps their chat list: pins, folders and the archive (no Flask here).
 
-A pinned chat comes first in the sidebar; a folder is a name of the person's grouping
-chats (a chat is in one folder or none); an archived chat leaves the list but stays
+A pinned chat comes first in the sidebar; a folder is a name the person groups chats
+under within a project (a chat is in one folder or none; the same name in two projects is
+two folders, and a person in several projects sees the project beside the folder's name;
+a chat moved to another project keeps its folder's name, filed under that project's
+folder of that name); an archived chat leaves the list but stays
 searchable and openable, and is restored from the Archived page. None of this moves a
 chat's `updated_at`: organizing is not activity. Every change here is the caller's one
 transaction; bulk changes lock their chats and change all of them or none."""
@@ -15,7 +18,7 @@ from typing import Literal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.accounts.projects import member_projects
+from app.accounts.projects import member_projects, projects_of
 from app.chat.models import Conversation
 from app.chat.runs import lock_active_run, lock_conversation
 from app.db import utcnow
@@ -63,15 +66,22 @@ def set_folder(conversation: Conversation, folder: str | None) -> None:
 
 
 def listed_conversations(
-    session: Session, user_id: int, *, archived: bool = False, folder: str | None = None
+    session: Session,
+    user_id: int,
+    *,
+    archived: bool = False,
+    folder: str | None = None,
+    project_id: int | None = None,
 ) -> list[Conversation]:
     """The person's chats, newest activity first: those archived or those not; `folder`
-    (when given) only those in it, "" only those in none. Only chats of projects the
-    person is still a member of."""
+    (when given) only those in it, "" only those in none; `project_id` (when given) only
+    that project's. Only chats of projects the person is still a member of."""
     query = select(Conversation).where(
         Conversation.user_id == user_id,
         Conversation.project_id.in_(member_projects(user_id)),
     )
+    if project_id is not None:
+        query = query.where(Conversation.project_id == project_id)
     if archived:
         query = query.where(Conversation.archived_at.is_not(None))
     else:
@@ -84,14 +94,28 @@ def listed_conversations(
     return list(session.scalars(query))
 
 
-def folder_names(session: Session, user_id: int) -> list[str]:
-    """Every folder the person uses (archived chats' too), in alphabetical order."""
+def folder_names(session: Session, user_id: int, project_id: int) -> list[str]:
+    """Every folder the person uses in the project (archived chats' too), in alphabetical
+    order."""
     names = session.scalars(
         select(Conversation.folder)
-        .where(Conversation.user_id == user_id, Conversation.folder.is_not(None))
+        .where(
+            Conversation.user_id == user_id,
+            Conversation.project_id == project_id,
+            Conversation.folder.is_not(None),
+        )
         .distinct()
     )
     return sorted((name for name in names if name), key=str.casefold)
+
+
+def project_names(session: Session, user_id: int) -> dict[int, str]:
+    """The names the chat list shows beside a folder: {} for a person whose only project
+    is their personal one (the list as it always was)."""
+    projects = projects_of(session, user_id)
+    if len(projects) <= 1:
+        return {}
+    return {project.id: "Personal" if project.personal else project.name for project, _ in projects}
 
 
 def archived_count(session: Session, user_id: int) -> int:
@@ -106,12 +130,25 @@ def archived_count(session: Session, user_id: int) -> int:
 
 
 @dataclass
+class FolderGroup:
+    """A folder of a project, with its chats; `project_name` is shown beside its name
+    for a person in several projects (None: not shown). Its list's `data-group` is
+    `folder:<project_id>:<name>`, as its chats' items say (static/app.js compares them)."""
+
+    name: str
+    project_id: int
+    project_name: str | None
+    chats: list[Conversation] = field(default_factory=list)
+
+
+@dataclass
 class Sidebar:
     """The sidebar's groups: pinned chats (most recently pinned first), then each folder
-    (alphabetical; a pinned chat shows only among the pinned), then the rest."""
+    (alphabetical, then by project; a pinned chat shows only among the pinned), then the
+    rest."""
 
     pinned: list[Conversation] = field(default_factory=list)
-    folders: dict[str, list[Conversation]] = field(default_factory=dict)
+    folders: list[FolderGroup] = field(default_factory=list)
     recent: list[Conversation] = field(default_factory=list)
 
     @property
@@ -119,25 +156,39 @@ class Sidebar:
         return not (self.pinned or self.folders or self.recent)
 
 
-def sidebar_of(conversations: list[Conversation]) -> Sidebar:
-    """`conversations`: the unarchived ones, newest activity first."""
+def sidebar_of(conversations: list[Conversation], names: dict[int, str] | None = None) -> Sidebar:
+    """`conversations`: the unarchived ones, newest activity first; `names`: the
+    projects' names to show beside their folders (none: not shown)."""
+    names = names or {}
     sidebar = Sidebar()
+    folders: dict[tuple[str, int], FolderGroup] = {}
     for conversation in conversations:
         if conversation.pinned_at is not None:
             sidebar.pinned.append(conversation)
         elif conversation.folder:
-            sidebar.folders.setdefault(conversation.folder, []).append(conversation)
+            key = (conversation.folder, conversation.project_id)
+            if key not in folders:
+                project_name = names.get(conversation.project_id)
+                folders[key] = FolderGroup(
+                    conversation.folder, conversation.project_id, project_name
+                )
+            folders[key].chats.append(conversation)
         else:
             sidebar.recent.append(conversation)
     sidebar.pinned.sort(key=lambda c: (c.pinned_at, c.id), reverse=True)
-    sidebar.folders = dict(sorted(sidebar.folders.items(), key=lambda item: item[0].casefold()))
+    sidebar.folders = sorted(
+        folders.values(),
+        key=lambda g: (g.name.casefold(), (g.project_name or "").casefold(), g.project_id),
+    )
     return sidebar
 
 
 def sidebar_context(session: Session, user_id: int) -> dict[str, object]:
     """What the chat list (templates/chat/_conversation_list.html) shows."""
     return {
-        "sidebar": sidebar_of(listed_conversations(session, user_id)),
+        "sidebar": sidebar_of(
+            listed_conversations(session, user_id), project_names(session, user_id)
+        ),
         "archived_total": archived_count(session, user_id),
     }
 

@@ -18,12 +18,17 @@ def host_prompt() -> str:
 
 
 def build_system_prompt(
-    conversation: Conversation, tools: list[Tool], about_person: str = "", project: str = ""
+    conversation: Conversation,
+    tools: list[Tool],
+    about_person: str = "",
+    project: str = "",
+    preset: str = "",
 ) -> str:
     """Host prompt and capability notes (stable), then the chat's project (for a person
-    in several), the person's memory (changes rarely), then the conversation's summary
-    (changes as it grows)."""
-    parts = [host_prompt(), capability_notes(tools), project, about_person]
+    in several), the person's memory (changes rarely), the chat's preset's instructions
+    (the person's, below the rules above: app/chat/presets.py), then the conversation's
+    summary (changes as it grows)."""
+    parts = [host_prompt(), capability_notes(tools), project, about_person, preset]
     if conversation.summary:
         parts.append(f"## Summary of the earlier conversation\n{conversation.summary}")
     return "\n\n".join(part for part in parts if part)

@@ -21,11 +21,12 @@ from app import events as ev
 from app.billing.meter import record_run_usage
 from app.chat.branches import restore_unanswered_fork as restore_unanswered_fork_of
 from app.chat.conversations import conversation_dict, row_dict
+from app.chat.model_choice import chosen_model_of
 from app.chat.models import Conversation, Message, Run, RunStatus
 from app.chat.rows import insert_message
 from app.chat.run_services import RunServices
 from app.chat.run_state import RunFrames, RunIds, RunState
-from app.chat.runs import finish_run, run_status
+from app.chat.runs import LIST_ITEM_COLUMNS, Released, finish_run, run_status
 from app.kinds import RowKind
 from app.llm.client import AssistantTurn
 from app.llm.web_search import search_sources
@@ -34,16 +35,9 @@ from app.row_meta import ErrorMeta, HostMeta
 log = logging.getLogger(__name__)
 
 _conversations = Conversation.__table__
-# What the person's conversation list shows of it, read once the run has ended.
-_LIST_ITEM = select(
-    _conversations.c.id,
-    _conversations.c.title,
-    _conversations.c.status,
-    _conversations.c.updated_at,
-    _conversations.c.pinned_at,
-    _conversations.c.archived_at,
-    _conversations.c.folder,
-).where(_conversations.c.id == bindparam("conversation_id"))
+# What the person's conversation list shows of it, read when the run's end did not return
+# it (app/chat/runs.py finish_run).
+_LIST_ITEM = select(*LIST_ITEM_COLUMNS).where(_conversations.c.id == bindparam("conversation_id"))
 EMPTY_ANSWER = "(The model returned an empty answer.)"
 
 
@@ -82,6 +76,7 @@ class Finished:
     status: str
     listed: ev.ConversationChanged | None  # None: the conversation is gone
     steps_row: Message | None  # the row its steps were kept on, pushed again
+    queued: bool = False  # messages wait in the chat's queue
 
 
 @dataclass(frozen=True)
@@ -106,7 +101,8 @@ def answer(
     with services.database.session() as session:
         # The run's row before its conversation's, in the order Stop and the stale sweep
         # take them (on PostgreSQL the opposite order deadlocks with them).
-        if not finish_run(session, ids.run_id, RunStatus.COMPLETED):
+        released = finish_run(session, ids.run_id, RunStatus.COMPLETED)
+        if released is None:
             return _ended_elsewhere(session, ids.run_id)
         row = insert_message(
             session,
@@ -121,7 +117,7 @@ def answer(
         if shown is not None:
             state.steps.row_shown(shown.row)
         frames.count(*(e.kind for e in (shown, closing) if e is not None), ev.Done.kind)
-        finished = _finished(services, state, frames, session, RunStatus.COMPLETED)
+        finished = _finished(services, state, frames, session, released, RunStatus.COMPLETED)
         session.commit()
     for event in (shown, closing):
         if event is not None:
@@ -132,10 +128,11 @@ def answer(
 def finish(services: RunServices, state: RunState, frames: RunFrames, status: RunStatus) -> Ending:
     """The final status with the rest of the run's end: one transaction."""
     with services.database.session() as session:
-        if not finish_run(session, state.ids.run_id, status):
+        released = finish_run(session, state.ids.run_id, status)
+        if released is None:
             return _ended_elsewhere(session, state.ids.run_id)
         frames.count(ev.Done.kind)
-        finished = _finished(services, state, frames, session, status)
+        finished = _finished(services, state, frames, session, released, status)
         session.commit()
     return finished
 
@@ -149,7 +146,7 @@ def fail(
     state.log.error(code, message)
     with services.database.session() as session:
         # The run's row first, as in `answer`.
-        if not finish_run(session, ids.run_id, RunStatus.ERROR, error=f"{code}: {message}"):
+        if finish_run(session, ids.run_id, RunStatus.ERROR, error=f"{code}: {message}") is None:
             return _ended_elsewhere(session, ids.run_id)
         row = insert_message(
             session,
@@ -174,7 +171,12 @@ def _ended_elsewhere(session: Session, run_id: int) -> Abandoned:
 
 
 def _finished(
-    services: RunServices, state: RunState, frames: RunFrames, session: Session, status: str
+    services: RunServices,
+    state: RunState,
+    frames: RunFrames,
+    session: Session,
+    released: Released,
+    status: str,
 ) -> Finished:
     """In the finishing transaction, after the run's final status: its usage, its steps
     kept on its first shown row, its log, and its conversation's list item."""
@@ -184,7 +186,15 @@ def _finished(
     if steps_row is not None:
         frames.count(ev.RowPersisted.kind)  # pushed again with them, before Done
     state.log.write(session)
-    return Finished(status, conversation_changed(services, state.ids, session), steps_row)
+    item = (
+        released.listed
+        or session.execute(_LIST_ITEM, {"conversation_id": state.ids.conversation_id}).first()
+    )
+    if item is None:
+        return Finished(status, None, steps_row)
+    return Finished(
+        status, ev.ConversationChanged(conversation_dict(item)), steps_row, bool(item.queued)
+    )
 
 
 def meter(
@@ -216,7 +226,10 @@ def _record_usage(
     else:
         run = session.get(Run, ids.run_id)
     if run is not None:  # gone with its conversation: nothing to meter
-        record_run_usage(session, services.settings, run, state.billable_calls)
+        settings = services.settings
+        # The model its requests named; a run that made none is metered on the chat's.
+        model = state.model or chosen_model_of(session, settings, ids.conversation_id)
+        record_run_usage(session, settings, run, state.billable_calls, model)
 
 
 def conversation_changed(

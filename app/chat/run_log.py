@@ -19,7 +19,7 @@ import traceback
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
@@ -28,6 +28,7 @@ from sqlalchemy import Table, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.chat.feedback import AnswerFeedback, feedback_of_runs
 from app.chat.models import Run, RunLogEntry
 from app.config import Settings
 from app.db import Database, utcnow
@@ -308,10 +309,12 @@ class RunLog:
 
 @dataclass
 class RunReport:
-    """One run and its log, as `flask chat-logs` and the admin page show it."""
+    """One run and its log, as `flask chat-logs` and the admin page show it, with the
+    feedback given on the answers it wrote."""
 
     run: Run
     entries: list[RunLogEntry]
+    feedback: list[AnswerFeedback] = field(default_factory=list)
 
     @property
     def started(self) -> datetime:
@@ -376,7 +379,8 @@ def load_reports(
     by_run: dict[int, list[RunLogEntry]] = {run.id: [] for run in runs}
     for entry in entries:
         by_run[entry.run_id].append(entry)
-    return [RunReport(run, by_run[run.id]) for run in runs]
+    rated = feedback_of_runs(session, by_run)
+    return [RunReport(run, by_run[run.id], rated.get(run.id, [])) for run in runs]
 
 
 def describe(entry: RunLogEntry, preview_chars: int | None = 160) -> str:

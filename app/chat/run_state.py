@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app import events as ev
 from app.chat.liveness import StreamWatch
+from app.chat.model_choice import ChosenModel
 from app.chat.models import Conversation, RunStatus
 from app.chat.run_log import RunLog
 from app.chat.run_services import Cancellations, Publisher
@@ -70,6 +71,8 @@ class RunState:
     # actually ran without error. A run the model never answered costs nothing.
     model_answers: int = 0
     billable_calls: int = 0
+    # The model its last request was drafted for (the chat's: app/chat/model_choice.py).
+    model: ChosenModel | None = None
 
     @property
     def tainted(self) -> bool:

@@ -6,7 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Table, bindparam, func, insert, select, update
+from sqlalchemy import (
+    Row,
+    Table,
+    bindparam,
+    exists,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
@@ -16,6 +26,7 @@ from app.chat.models import (
     Conversation,
     ConversationStatus,
     Message,
+    QueuedMessage,
     Run,
     RunStatus,
 )
@@ -24,6 +35,7 @@ from app.chat.shapes import card_of, is_confirmation
 from app.db import as_loaded, rows_changed, utcnow
 from app.kinds import CardStatus, RowKind
 from app.row_meta import card_in
+from app.telemetry import metrics
 
 
 class RunConflict(Exception):
@@ -143,12 +155,58 @@ _FINISH = (
     .where(_runs.c.id == bindparam("run_id"), _runs.c.status == RunStatus.RUNNING)
     .values(status=bindparam("status"), finished_at=bindparam("now"), error=bindparam("error"))
 )
+# What the person's conversation list shows of a chat (app/chat/conversations.py
+# conversation_dict), as a run's end sends it.
+_ITEM_FIELDS = tuple(
+    _conversations.c[name]
+    for name in (
+        "id",
+        "title",
+        "status",
+        "updated_at",
+        "pinned_at",
+        "archived_at",
+        "folder",
+        "project_id",
+        "model",
+        "unread",
+    )
+)
+# Whether messages wait in its queue (app/chat/queue_drain.py sends the next one): read with
+# it, so a run's end with an empty queue costs no statement more.
+LIST_ITEM_COLUMNS = (
+    *_ITEM_FIELDS,
+    exists().where(QueuedMessage.conversation_id == _conversations.c.id).label("queued"),
+    _conversations.c.preset_id,
+)
+# The same in an UPDATE's RETURNING, where SQLAlchemy names the updated table's columns
+# unqualified (SQLite): inside the subquery `id` would be the queued message's own.
+_RETURNED_ITEM_COLUMNS = (
+    *_ITEM_FIELDS,
+    exists()
+    .where(QueuedMessage.conversation_id == literal_column("conversations.id"))
+    .label("queued"),
+    _conversations.c.preset_id,
+)
+# A run that ends by itself (an answer, a card, an error) leaves its chat unread until the
+# person looks at it (app/chat/unread.py); a Stop does not (the person was there). The
+# conversation comes back as its list shows it: the run's end reads no row for the list
+# (nothing else the run's end writes changes it).
 _RELEASE = (
     update(_conversations)
     .where(_conversations.c.active_run_id == bindparam("run_id"))
-    .values(status=bindparam("status"), active_run_id=None, updated_at=bindparam("now"))
-    .returning(_conversations.c.id)
+    .values(
+        status=bindparam("status"), active_run_id=None, updated_at=bindparam("now"), unread=True
+    )
+    .returning(*_RETURNED_ITEM_COLUMNS)
 )
+
+
+class Released(NamedTuple):
+    """A run finished here: its conversation as the list shows it now, or None when the
+    conversation no longer named the run (gone, or its pointer already cleared)."""
+
+    listed: Row[Any] | None
 
 
 def claim_run(session: Session, run_id: int) -> Claimed | None:
@@ -158,31 +216,34 @@ def claim_run(session: Session, run_id: int) -> Claimed | None:
     return None if claimed is None else Claimed(*claimed)
 
 
-def finish_run(session: Session, run_id: int, status: RunStatus, error: str | None = None) -> bool:
-    """running → a final status; the conversation becomes usable again. False when the
+def finish_run(
+    session: Session, run_id: int, status: RunStatus, error: str | None = None
+) -> Released | None:
+    """running → a final status; the conversation becomes usable again. None when the
     run was already finished elsewhere (cancelled, or reclaimed as stale)."""
     finished = session.execute(
         _FINISH, {"run_id": run_id, "status": status, "now": utcnow(), "error": error}
     )
     if rows_changed(finished) != 1:
-        return False
+        return None
     released = ConversationStatus.ERROR if status == RunStatus.ERROR else ConversationStatus.IDLE
     # A Core update: the run's finishing transactions load no conversation object first
     # that it would have to bring up to date (a cancel may: it goes through the ORM).
-    conversation_id = session.execute(
+    listed = session.execute(
         _RELEASE, {"run_id": run_id, "status": released, "now": utcnow()}
-    ).scalar()
-    if conversation_id is not None:
+    ).first()
+    if listed is not None:
         # The update holds the conversation's row (PostgreSQL): a row the run writes next
         # in this transaction need not lock it again.
-        note_conversation_locked(session, conversation_id)
-    return True
+        note_conversation_locked(session, listed.id)
+    return Released(listed)
 
 
 def cancel_active_run(session: Session, conversation_id: int) -> Run | None:
     run = active_run(session, conversation_id)
     if run is None:
         return None
+    was_queued = run.status == RunStatus.QUEUED
     result = session.execute(
         update(Run)
         .where(Run.id == run.id, Run.status.in_(ACTIVE_RUN_STATUSES))
@@ -190,6 +251,8 @@ def cancel_active_run(session: Session, conversation_id: int) -> Run | None:
     )
     if rows_changed(result) != 1:
         return None
+    if was_queued:  # a running one ends in its loop, which counts it
+        metrics.run_ended(RunStatus.CANCELLED)
     _release_conversation(session, run.id, ConversationStatus.IDLE)
     return run
 

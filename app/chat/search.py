@@ -28,6 +28,8 @@ MAX_TERMS = 8
 MAX_INDEXED_CHARS = 20_000
 TITLE_HITS = 5  # chats whose title matches, ahead of the first page of rows
 MAX_OFFSET = 10_000
+# Rows are ranked in batches of the newest matches: a common word costs one batch.
+RANKED_BATCH = 200
 # Private-use characters mark the matched words in a snippet: never typed, never markup.
 MARK_START, MARK_END = "\ue000", "\ue001"
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
@@ -197,13 +199,17 @@ def _row_hits(
         if sqlite
         else " & ".join(f"{term}:*" for term in terms)
     )
+    offset = min(offset, MAX_OFFSET)
     found = session.execute(
         statement,
         {
             "match": match,
             "user_id": user_id,
             "limit": limit,
-            "offset": min(offset, MAX_OFFSET),
+            "offset": offset,
+            # Only the batches this page reaches are read and ranked.
+            "window": (offset + limit + RANKED_BATCH - 1) // RANKED_BATCH * RANKED_BATCH,
+            "batch": RANKED_BATCH,
             "mark_start": MARK_START,
             "mark_end": MARK_END,
             "headline": f"StartSel={MARK_START}, StopSel={MARK_END}, MaxWords=24, "
@@ -216,31 +222,61 @@ def _row_hits(
     ]
 
 
+# Both read the person's matching rows newest first (the index walked in id order, each
+# row joined to its chat and the person's projects, so only readable rows count), stop at
+# `window`, and rank each batch of RANKED_BATCH by the database's measure: a word in every
+# row costs a batch, not every row. Snippets (SQLite's as it reads a row, PostgreSQL's
+# ts_headline) are made for the rows read, never for every match.
 _SQLITE_ROWS = text(
     f"""
-    SELECT m.conversation_id, m.sequence, m.kind, m.created_at, c.title,
-           snippet({TABLE}, 0, :mark_start, :mark_end, '…', 16) AS snippet
-    FROM {TABLE}
-    JOIN messages AS m ON m.id = {TABLE}.rowid
+    WITH recent AS (
+        SELECT {TABLE}.rowid AS id, bm25({TABLE}) AS score,
+               snippet({TABLE}, 0, :mark_start, :mark_end, '…', 16) AS snippet
+        FROM {TABLE}
+        JOIN messages AS m ON m.id = {TABLE}.rowid
+        JOIN conversations AS c ON c.id = m.conversation_id
+        WHERE {TABLE} MATCH :match AND c.user_id = :user_id
+          AND EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = c.project_id AND pm.user_id = :user_id)
+        ORDER BY {TABLE}.rowid DESC
+        LIMIT :window
+    ), ranked AS (
+        SELECT id, score, snippet, (row_number() OVER (ORDER BY id DESC) - 1) / :batch AS batch
+        FROM recent
+    )
+    SELECT m.conversation_id, m.sequence, m.kind, m.created_at, c.title, ranked.snippet
+    FROM ranked
+    JOIN messages AS m ON m.id = ranked.id
     JOIN conversations AS c ON c.id = m.conversation_id
-    WHERE {TABLE} MATCH :match AND c.user_id = :user_id
-      AND EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = c.project_id AND pm.user_id = :user_id)
-    ORDER BY bm25({TABLE}), m.id DESC
+    ORDER BY ranked.batch, ranked.score, ranked.id DESC
     LIMIT :limit OFFSET :offset
     """
 ).columns(created_at=DateTime())
 _POSTGRES_ROWS = text(
     f"""
+    WITH recent AS (
+        SELECT s.message_id AS id, s.document
+        FROM {TABLE} AS s
+        JOIN messages AS m ON m.id = s.message_id
+        JOIN conversations AS c ON c.id = m.conversation_id
+        WHERE s.document @@ to_tsquery('{POSTGRES_CONFIG}', :match) AND c.user_id = :user_id
+          AND EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = c.project_id AND pm.user_id = :user_id)
+        ORDER BY s.message_id DESC
+        LIMIT :window
+    ), page AS (
+        SELECT id, ts_rank(document, to_tsquery('{POSTGRES_CONFIG}', :match)) AS score,
+               (row_number() OVER (ORDER BY id DESC) - 1) / :batch AS batch
+        FROM recent
+        ORDER BY batch, score DESC, id DESC
+        LIMIT :limit OFFSET :offset
+    )
     SELECT m.conversation_id, m.sequence, m.kind, m.created_at, c.title,
-           ts_headline('{POSTGRES_CONFIG}', s.body, q.query, :headline) AS snippet
-    FROM {TABLE} AS s
-    CROSS JOIN to_tsquery('{POSTGRES_CONFIG}', :match) AS q(query)
-    JOIN messages AS m ON m.id = s.message_id
+           ts_headline('{POSTGRES_CONFIG}', s.body, to_tsquery('{POSTGRES_CONFIG}', :match),
+                       :headline) AS snippet
+    FROM page
+    JOIN {TABLE} AS s ON s.message_id = page.id
+    JOIN messages AS m ON m.id = page.id
     JOIN conversations AS c ON c.id = m.conversation_id
-    WHERE s.document @@ q.query AND c.user_id = :user_id
-      AND EXISTS (SELECT 1 FROM project_members pm WHERE pm.project_id = c.project_id AND pm.user_id = :user_id)
-    ORDER BY ts_rank(s.document, q.query) DESC, m.id DESC
-    LIMIT :limit OFFSET :offset
+    ORDER BY page.batch, page.score DESC, page.id DESC
     """
 ).columns(created_at=DateTime())
 

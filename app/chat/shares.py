@@ -126,7 +126,8 @@ def public_row(row: dict[str, Any]) -> dict[str, Any]:
     """A shown row as a reader of the link sees it: no files (attachments are not
     shared), no run steps (they link to the owner's workspace), a card reduced to its
     question and answer (never a held call's arguments, address or memory change)."""
-    public = {key: value for key, value in row.items() if key not in ("files", "steps")}
+    private = ("files", "steps", "feedback")  # feedback: the owner's own rating
+    public = {key: value for key, value in row.items() if key not in private}
     card = row.get("card")
     if isinstance(card, dict):
         kept = ("toolUseId", "tool", "kind", "title", "steps", "status", "answer", "resultKey")

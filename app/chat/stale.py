@@ -25,6 +25,7 @@ from app.chat.run_services import Publisher
 from app.db import Database, rows_changed, utcnow
 from app.kinds import RowKind
 from app.row_meta import ErrorMeta
+from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ def reclaim_run(session: Session, run: Run) -> Reclaimed | None:
     )
     if rows_changed(result) != 1:
         return None
+    metrics.run_ended(RunStatus.ERROR)  # its process died: how long it ran is unknown
     log.warning(
         "run %s: no sign of life since %s (created %s, started %s); reclaiming",
         run.id,

@@ -16,9 +16,10 @@ cannot turn this off; reading the workspace never asks."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, case, select
 from sqlalchemy.orm import Session
 
 from app.chat.models import Message
@@ -30,42 +31,53 @@ from app.tools.registry import Tool, ToolRegistry
 from app.tools.results import Pause, confirmation
 from app.tools.urls import normal_url, url_view
 
-# Read in the transaction that claims every run, so built once. Only the small parts of
-# each result row (never the page text itself), and of the person's messages the sources
-# a starter's text carried.
-_RESULT_SOURCES = select(
+# Read in the transaction that claims every run, so built once, in one statement: the
+# sources of every row the model is sent (only the small parts of each result row, never
+# the page text itself; of the person's messages the sources a starter's text carried), and
+# the text of the person's messages (the addresses they typed).
+_TAINT_ROWS = select(
+    Message.kind,
     Message.meta["untrusted"],
     Message.meta["tool"].as_string(),
     Message.meta[("blocks", 0, "is_error")].as_boolean(),
+    case((Message.kind == RowKind.USER, Message.content)),
 ).where(
     Message.conversation_id == bindparam("conversation_id"),
     Message.kind.in_((RowKind.TOOL_RESULT, RowKind.USER, RowKind.HOST)),
-)
-_TYPED_TEXTS = select(Message.content, Message.meta["untrusted"]).where(
-    Message.conversation_id == bindparam("conversation_id"), Message.kind == RowKind.USER
 )
 TYPED_URL = re.compile(r"https?://[^\s<>\"'`]+", re.I)
 TRAILING = ".,;:!?)]}»”’"
 
 
-def untrusted_sources(
+def conversation_taint(
     session: Session, conversation_id: int, registry: ToolRegistry, memory: UserMemory | None
-) -> list[dict[str, Any]]:
-    """The untrusted content this conversation's model is sent; empty when none.
-    `memory`: its owner's (facts remembered from untrusted content are in every prompt)."""
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """The untrusted content this conversation's model is sent (empty when none), and every
+    full URL the person typed themselves in it (normalized). `memory`: its owner's (facts
+    remembered from untrusted content are in every prompt)."""
+    rows = session.execute(_TAINT_ROWS, {"conversation_id": conversation_id}).all()
     sources: list[dict[str, Any]] = []
 
     def add(source: dict[str, Any]) -> None:
         if source not in sources:
             sources.append(source)
 
-    results = session.execute(_RESULT_SOURCES, {"conversation_id": conversation_id})
-    for recorded, tool_name, failed in results:
+    for _kind, recorded, tool_name, failed, _text in rows:
         for source in _row_sources(recorded, tool_name, bool(failed), registry):
             add(source)
     for fact in untrusted_facts(memory):
         add({"memory": fact})
-    return sources
+    typed = _typed_in(
+        (text, recorded) for kind, recorded, _, _, text in rows if kind == RowKind.USER
+    )
+    return sources, typed
+
+
+def untrusted_sources(
+    session: Session, conversation_id: int, registry: ToolRegistry, memory: UserMemory | None
+) -> list[dict[str, Any]]:
+    """The untrusted content this conversation's model is sent; empty when none."""
+    return conversation_taint(session, conversation_id, registry, memory)[0]
 
 
 def _row_sources(
@@ -82,9 +94,12 @@ def _row_sources(
 
 def typed_urls(session: Session, conversation_id: int) -> set[str]:
     """Every full URL the person typed themselves in this conversation (normalized)."""
-    rows = session.execute(_TYPED_TEXTS, {"conversation_id": conversation_id})
+    return conversation_taint(session, conversation_id, ToolRegistry(), None)[1]
+
+
+def _typed_in(texts: Iterable[tuple[str | None, Any]]) -> set[str]:
     found = set()
-    for text, untrusted in rows:
+    for text, untrusted in texts:
         if untrusted:
             continue  # written from untrusted content (a starter): not typed by the person
         for match in TYPED_URL.findall(text or ""):

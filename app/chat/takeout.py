@@ -1,5 +1,6 @@
 """Everything of one person's in one zip: every chat (Markdown and JSON), every output,
-asset, attachment and workspace record, and their memory.
+asset, attachment and workspace record, their memory, their own presets and their
+scheduled messages.
 
 Built without holding the database: each chat, and each table, is read in its own short
 read transaction (DEFERRED on SQLite: it never takes or waits for the write lock), and
@@ -22,6 +23,8 @@ from sqlalchemy.orm import Session
 from app.accounts.projects import member_projects, owned_projects
 from app.chat.export import CardSummary, export_conversation
 from app.chat.models import Conversation
+from app.chat.preset_models import Preset
+from app.chat.schedule_models import ChatSchedule
 from app.db import Database, read_transaction
 from app.memory.models import UserMemory
 from app.workspace.attachments import human_size, safe_filename
@@ -128,6 +131,14 @@ def _write_all(database: Database, z: _CappedZip, user_id: int, card_summary: Ca
                 "facts": memory.facts if memory else [],
             }
         z.writestr("memory.json", _json(facts))
+        with read_transaction(session):
+            own = select(Preset).where(Preset.user_id == user_id).order_by(Preset.id)
+            presets = [_record(preset) for preset in session.scalars(own)]
+        z.writestr("presets.json", _json(presets))
+        with read_transaction(session):
+            theirs = select(ChatSchedule).where(ChatSchedule.user_id == user_id)
+            schedules = [_record(item) for item in session.scalars(theirs.order_by("id"))]
+        z.writestr("schedules.json", _json(schedules))
 
 
 def _write_files(session: Session, z: _CappedZip, user_id: int) -> None:

@@ -21,16 +21,17 @@ from app.chat.run_services import RunServices
 from app.chat.run_state import RunCancelled, RunFrames, RunGuard, RunState, touch_conversation
 from app.chat.runs import approved_not_run, awaiting_approval
 from app.chat.search import index_row
-from app.chat.shapes import meta_of
+from app.chat.shapes import is_confirmation, meta_of
 from app.chat.taint import held_for_approval
 from app.chat.toolset import switch_phase, widen_to_build
 from app.kinds import CardStatus, RowKind
 from app.llm.client import AssistantTurn
 from app.row_meta import Card
+from app.telemetry import metrics, tracing
 from app.tools.context import ToolContext
 from app.tools.invoke import invoke
-from app.tools.registry import Tool, ToolRegistry
-from app.tools.results import Pause, ToolResult
+from app.tools.registry import CheckedInput, Tool, ToolRegistry
+from app.tools.results import Pause, ToolResult, refusal
 
 # A model turn's tool_use block (or the approved call a card carries: its id and name).
 ToolUse = dict[str, Any]
@@ -111,9 +112,7 @@ class ToolCalls:
             name = tool_use["name"]
             tool = self.registry.get(name)
             if tool is None:
-                self.record_result(
-                    tool_use, name, ToolResult(f"There is no tool named {name}.", True)
-                )
+                self.record_result(tool_use, name, refusal(f"There is no tool named {name}."))
                 continue
             held: Pause | None = None
             if tool.category != "ui":
@@ -123,7 +122,7 @@ class ToolCalls:
             if question is None:
                 question = (tool_use, tool, held)
                 continue
-            self.record_result(tool_use, tool.name, ToolResult(ONE_QUESTION, is_error=True))
+            self.record_result(tool_use, tool.name, refusal(ONE_QUESTION))
         if question is None:
             return False
         return self.ask(*question, assistant_row=assistant_row)
@@ -134,10 +133,10 @@ class ToolCalls:
         name = tool_use["name"]
         checked = tool.checked_input(tool_use.get("input"))
         if checked.problem:
-            self.record_result(tool_use, name, ToolResult(checked.problem, True), checked.coerced)
+            self.record_result(tool_use, name, _refused(tool, tool_use, checked), checked.coerced)
             return None
         if self.state.tainted or tool.held_always:
-            held = held_for_approval(tool, checked.arguments, self.state.typed_urls)
+            held = _held(tool, tool_use, checked.arguments, self.state.typed_urls)
             if held is not None:
                 return held
         stage: ev.TimelineStage | None = "resolving_context" if tool.category == "read" else None
@@ -195,6 +194,7 @@ class ToolCalls:
             coerced=coerced,
         )
         self.state.steps.tool_call(name, result, elapsed_ms(started))
+        metrics.tool_called(name, tool_outcome(result), self.registry.get(name) is not None)
 
     def ask(
         self, tool_use: ToolUse, tool: Tool, held: Pause | None, assistant_row: Message
@@ -210,7 +210,7 @@ class ToolCalls:
                 checked = tool.checked_input(tool_use.get("input"))
                 coerced = checked.coerced
                 if checked.problem:
-                    outcome = ToolResult(checked.problem, is_error=True)
+                    outcome = refusal(checked.problem)
                 else:
                     context = self.tool_context(session, tool_use)
                     outcome = invoke(tool, context, checked.arguments)
@@ -351,6 +351,15 @@ class ToolCalls:
         )
 
 
+def tool_outcome(result: ToolResult) -> str:
+    """How a call ended, as the metrics count it: held (its confirmation card is shown),
+    ran (a UI tool's card too), refused (it never reached its handler), or failed."""
+    if result.is_error:
+        return "refused" if result.refused else "failed"
+    shown = result.content.get("card shown") if isinstance(result.content, dict) else None
+    return "held" if is_confirmation(shown) else "ran"
+
+
 def carry_on(tool: Tool, context: ToolContext, card: Card) -> ToolResult | Pause:
     """An approved call with the card's exact arguments, or a call that asked the person
     mid-way going on with their answer."""
@@ -366,3 +375,21 @@ def _as_result(value: Any) -> ToolResult:
     if isinstance(value, Pause):
         return ToolResult("This tool can only be used as a question card.", is_error=True)
     return ToolResult(value)
+
+
+def _refused(tool: Tool, tool_use: ToolUse, checked: CheckedInput) -> ToolResult:
+    """The result of a call whose input does not fit the tool's schema (traced as refused)."""
+    tracing.tool_not_run(
+        tool.name, tool_use["id"], tool.category, "refused", checked.problem, tool.origin
+    )
+    return refusal(checked.problem or "")
+
+
+def _held(
+    tool: Tool, tool_use: ToolUse, arguments: dict[str, Any], typed_urls: set[str]
+) -> Pause | None:
+    """The call's confirmation card when it must wait for the person's approval (traced)."""
+    held = held_for_approval(tool, arguments, typed_urls)
+    if held is not None:
+        tracing.tool_not_run(tool.name, tool_use["id"], tool.category, "held", None, tool.origin)
+    return held

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from app.mcp.servers import servers_for
 from app.mcp.targets import signed_in_server_ids
+from app.tools.groups import is_on
 from app.tools.mcp_tools import server_tools
 from app.tools.project_choice import SELECT_PROJECT
 from app.tools.registry import Tool, ToolRegistry
@@ -17,25 +18,45 @@ if TYPE_CHECKING:
     from app.chat.run_services import RunServices
 
 
-def run_tools(session: Session, services: RunServices, user_id: int) -> ToolRegistry:
+def run_tools(
+    session: Session,
+    services: RunServices,
+    user_id: int,
+    groups: frozenset[str] | None = None,
+) -> ToolRegistry:
     """A run's tools: the process's own, then the pinned tools of the MCP servers this
     person may call (the admin's and their own; of those that ask for a sign-in, the ones
-    they signed in to), read in the caller's transaction."""
+    they signed in to), read in the caller's transaction. `groups`: only those of these
+    tool groups (the chat's preset's), so a call to another is refused as unknown."""
     servers = servers_for(session, user_id)
     signed_in = signed_in_server_ids(session, user_id) if any(s.sign_in for s in servers) else set()
     usable = [server for server in servers if not server.sign_in or server.id in signed_in]
     outside = [tool for server in usable for tool in server_tools(server)]
-    return services.tools.extended(outside) if outside else services.tools
+    registry = services.tools.extended(outside) if outside else services.tools
+    if groups is None:
+        return registry
+    kept = ToolRegistry()
+    for tool in registry.all():
+        if is_on(tool, groups):
+            kept.add(tool)
+    return kept
 
 
-def tools_for_step(registry: ToolRegistry, phase: str, ask_project: bool = False) -> list[Tool]:
+def tools_for_step(
+    registry: ToolRegistry,
+    phase: str,
+    ask_project: bool = False,
+    groups: frozenset[str] | None = None,
+) -> list[Tool]:
     """The tools offered at this step. `ask_project`: the person is in several projects
-    and the chat's was never chosen, so select_project is offered (else it is not)."""
+    and the chat's was never chosen, so select_project is offered (else it is not).
+    `groups`: the chat's preset's tool groups (None: no preset, all of them)."""
     return [
         tool
         for tool in registry.all()
         if (tool.phase == "discovery" or phase == "build")
         and (ask_project or tool.name != SELECT_PROJECT)
+        and is_on(tool, groups)
     ]
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import Executable, bindparam, func, select
 from sqlalchemy.orm import Session, SessionTransaction
 
-from app.accounts.models import User
+from app.accounts.models import ApiToken, User
 from app.accounts.project_models import ProjectMember
 from app.billing.quota import CREDITS_USED, allowance_used_up, month_of
 from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
@@ -19,6 +19,7 @@ from app.chat.rows import note_conversation_locked
 from app.chat.runs import active_run, lock_conversation
 from app.config import Settings
 from app.error_codes import ErrorCode
+from app.telemetry import metrics
 
 # How long a person over the concurrent-run cap is asked to wait before trying again.
 TOO_MANY_RUNS_RETRY_SECONDS = 5
@@ -64,6 +65,25 @@ _LOCK_FOR_TURN = (
     # The row as locked, even if this session loaded it before.
     .execution_options(populate_existing=True)
 )
+# The same read for a request that signs in with it (`lock_for_turn_signing_in`): the
+# person's whole row, found by the session's user id or by the bearer token's hash (the
+# token's row with it), so the request's sign-in costs no statement of its own.
+_SIGNING_IN_BY_ID = _LOCK_FOR_TURN.with_only_columns(Conversation, User)
+_SIGNING_IN_BY_TOKEN = (
+    select(Conversation, User, ApiToken)
+    .join(User, User.id == Conversation.user_id)
+    .join(
+        ProjectMember,
+        (ProjectMember.project_id == Conversation.project_id) & (ProjectMember.user_id == User.id),
+    )
+    .join(ApiToken, ApiToken.user_id == User.id)
+    .where(
+        Conversation.id == bindparam("conversation_id"),
+        ApiToken.token_hash == bindparam("token_hash"),
+    )
+    .with_for_update(of=[Conversation.__table__, User.__table__], key_share=True)
+    .execution_options(populate_existing=True)
+)
 _RUNS_IN_FLIGHT = select(func.count(_runs.c.id)).where(
     _runs.c.user_id == bindparam("user_id"), _runs.c.status.in_(ACTIVE_RUN_STATUSES)
 )
@@ -95,6 +115,37 @@ def lock_for_turn(session: Session, conversation_id: int, user_id: int) -> TurnL
     held = TurnLock(found.Conversation, found.monthly_credits, _innermost_transaction(session))
     session.info[_TURN_LOCK] = held
     return held
+
+
+def lock_for_turn_signing_in(
+    session: Session,
+    conversation_id: int,
+    *,
+    user_id: int | None = None,
+    token_hash: str | None = None,
+) -> tuple[User, ApiToken | None] | None:
+    """`lock_for_turn` for a request whose sign-in is this read: the person (by the
+    session's `user_id`, or by `token_hash` with the token's row) and the locks on their
+    conversation, held for this transaction as `lock_for_turn` holds them. None when the
+    conversation is not theirs or nobody matches: the caller signs in the ordinary way and
+    the turn refuses (404). Whether the person may sign in at all (a revoked token, an ended
+    session) is the caller's check: refused, it rolls back."""
+    statement: Executable
+    if token_hash is not None:
+        statement = _SIGNING_IN_BY_TOKEN
+        params: dict[str, Any] = {"conversation_id": conversation_id, "token_hash": token_hash}
+    else:
+        statement = _SIGNING_IN_BY_ID
+        params = {"conversation_id": conversation_id, "user_id": user_id}
+    found = session.execute(statement, params).first()
+    if found is None:
+        return None
+    conversation, user = found.Conversation, found.User
+    note_conversation_locked(session, conversation_id)
+    session.info[_TURN_LOCK] = TurnLock(
+        conversation, user.monthly_credits, _innermost_transaction(session)
+    )
+    return user, (found.ApiToken if token_hash is not None else None)
 
 
 def _innermost_transaction(session: Session) -> SessionTransaction | None:
@@ -152,6 +203,7 @@ def _check_person_limits(
         if problem:
             raise TurnRejected(402, ErrorCode.QUOTA_EXCEEDED, problem)
     if (in_flight or 0) >= settings.max_concurrent_runs:
+        metrics.rate_limited("too_many_runs")
         raise TurnRejected(
             429,
             ErrorCode.TOO_MANY_RUNS,

@@ -36,6 +36,7 @@ from app.config import Settings
 from app.error_codes import ErrorCode
 from app.kinds import CardStatus, RowKind
 from app.row_meta import Card, UserMeta
+from app.telemetry import metrics
 from app.tools.context import ToolContext
 from app.tools.project_choice import SELECT_PROJECT
 from app.tools.results import ToolFailure
@@ -81,10 +82,12 @@ def submit_message(
     user_id: int,
     text: str,
     untrusted: list[dict[str, Any]] | None = None,
+    trigger: str = "message",
 ) -> StartedTurn:
     """A new message. A card still waiting is dismissed with the message, so the
     conversation never deadlocks on an unanswered question. `untrusted`: the untrusted
-    content the text was written from (a starter made from a web page), kept on its row."""
+    content the text was written from (a starter made from a web page), kept on its row.
+    `trigger`: the run's (`schedule` for a scheduled message, app/chat/scheduler.py)."""
     conversation = locked_conversation(session, settings, conversation_id, user_id)
     rows = _close_waiting(session, conversation.id, {"dismissed": True, "user_message": text})
     # The model is told about files attached since the person last wrote (the visible
@@ -97,7 +100,7 @@ def submit_message(
         # A placeholder until the fast model names the chat (app/chat/titles.py).
         conversation.title = _title_from(text)
         conversation.title_source = TITLE_MESSAGE
-    return _start(session, conversation, "message", rows)
+    return _start(session, conversation, trigger, rows)
 
 
 def _close_waiting(
@@ -111,6 +114,8 @@ def _close_waiting(
     latest = _latest_card_to_close(session, conversation_id)
     card_row = waiting(latest)
     if card_row is not None:
+        if is_confirmation(meta_of(card_row)["card"]):
+            metrics.held_answered(meta_of(card_row)["card"]["tool"], "dismissed")
         _tool_result_row(session, conversation_id, meta_of(card_row)["card"], dismissal)
         _close_card(session, card_row, CardStatus.DISMISSED, dismissal)
         rows.append(card_row)
@@ -356,6 +361,7 @@ def _answer_confirmation(
             'Answer a confirmation with {"approved": true} or {"approved": false}.',
         )
     card = meta_of(card_row)["card"]
+    metrics.held_answered(card["tool"], "approved" if approved else "declined")
     if approved:
         _close_card(session, card_row, CardStatus.ANSWERED, {"approved": True})
         closed: Card = {**meta_of(card_row)["card"], "executed": False}

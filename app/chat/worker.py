@@ -11,10 +11,14 @@ import threading
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
+from dramatiq.middleware import CurrentMessage
 
+from app.chat.queue import queue_collector
 from app.chat.run_queue import WakingRedisBroker
 from app.chat.run_services import RunServices
 from app.config import Settings
+from app.heap import settle
+from app.telemetry import metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -27,21 +31,27 @@ IDLE_POLL_MS = 1_000
 
 # The services of this worker process, set by `start_worker` before messages are consumed.
 _services = None
+# The actor, to enqueue a chat's next run (its queue's next message) from here.
+_actor: dramatiq.Actor[[int], None] | None = None
 
 
 def make_broker(settings: Settings) -> RedisBroker:
     if not settings.redis_url:
         raise RuntimeError("RUN_EXECUTOR=dramatiq needs REDIS_URL (the broker lives in Redis)")
-    return WakingRedisBroker(url=settings.redis_url, namespace="loopdesk")
+    broker = WakingRedisBroker(url=settings.redis_url, namespace="loopdesk")
+    broker.add_middleware(CurrentMessage())  # the run reads its message's trace context
+    return broker
 
 
 def _run_chat(run_id: int) -> None:
-    from app.chat.loop import execute_run
+    from app.chat.queue_drain import run_then_drain
 
     if _services is None:
         raise RuntimeError("this process is not a worker: start it with `flask worker`")
     log.info("run %s: starting", run_id)
-    status = execute_run(_services, run_id)
+    message = CurrentMessage.get_current_message()
+    with tracing.continued(message.options.get(tracing.MESSAGE_OPTION) if message else None):
+        status = run_then_drain(_services, run_id, _enqueue)
     log.info("run %s: %s", run_id, status or "already claimed or finished")
     if status is None:
         from app.chat.runs import run_status
@@ -49,6 +59,12 @@ def _run_chat(run_id: int) -> None:
         with _services.database.session() as session:
             current = run_status(session, run_id)
         log.info("run %s is %s: message dropped", run_id, current or "unknown")
+
+
+def _enqueue(run_id: int) -> None:
+    """A run started here (a queued message sent next) goes to the workers as any other."""
+    assert _actor is not None  # declared by start_worker before any message
+    _actor.send_with_options(args=(run_id,), **tracing.message_options())
 
 
 def declare_actor(broker: RedisBroker, settings: Settings) -> dramatiq.Actor[[int], None]:
@@ -75,7 +91,8 @@ class DramatiqExecutor:
         self.actor = declare_actor(self.broker, settings)
 
     def submit(self, run_id: int) -> None:
-        self.actor.send(run_id)
+        # The message carries the request's trace context (W3C `traceparent`, when on).
+        self.actor.send_with_options(args=(run_id,), **tracing.message_options())
 
     def shutdown(self) -> None:
         self.broker.close()
@@ -83,7 +100,7 @@ class DramatiqExecutor:
 
 def start_worker(services: RunServices, threads: int) -> None:
     """Consume runs until SIGTERM or SIGINT (what `flask worker` calls)."""
-    global _services
+    global _services, _actor
     from app.chat.stale import StaleSweeper
     from app.mcp.checker import McpListChecker
 
@@ -92,10 +109,11 @@ def start_worker(services: RunServices, threads: int) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     broker = make_broker(services.settings)
-    declare_actor(broker, services.settings)
+    _actor = declare_actor(broker, services.settings)
     # A worker is there to call the model: the SDK (imported at first use, app/llm/
     # client.py) and its client are made before the first run, not inside it.
     services.model.anthropic  # noqa: B018
+    settle()  # and what it loaded leaves the collector's full passes (app/heap.py)
     broker.listen_for_wakes(services.settings.run_queue)
     worker = dramatiq.Worker(
         broker,
@@ -113,6 +131,10 @@ def start_worker(services: RunServices, threads: int) -> None:
     worker.start()
     sweeper.start()
     lists.start()
+    # METRICS_ADDRESS: this process's runs, model calls and tools (its own address).
+    exported = metrics.serve(
+        services.settings.metrics_address, [queue_collector(services.database)]
+    )
     log.warning(
         "worker consuming %s with %d threads; database %s",
         services.settings.run_queue,
@@ -124,6 +146,8 @@ def start_worker(services: RunServices, threads: int) -> None:
     finally:
         sweeper.stop()
         lists.stop()
+        if exported is not None:
+            exported.shutdown()
         worker.stop()
         broker.close()
         services.close()

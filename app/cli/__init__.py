@@ -15,12 +15,17 @@ from werkzeug.serving import run_simple
 from app.accounts.models import DEFAULT_SCOPES, SCOPES, ApiToken, User
 from app.accounts.service import AccountError, create_user
 from app.agents.guidelines import ensure_seeded
+from app.chat.feedback import describe_feedback
 from app.chat.models import Conversation, Run
 from app.chat.run_log import describe, load_reports
 from app.chat.stale import StaleSweeper, sweep
+from app.cli.evals import eval_command
 from app.cli.mcp import mcp_group
+from app.cli.models import models_group
+from app.cli.scheduler import scheduler_command, start_in_process
 from app.config import PROJECT_ROOT
 from app.db import utcnow
+from app.heap import settle
 from app.mcp.checker import McpListChecker
 from app.reference import reference_command
 from app.workspace.seed import DEMO_EMAIL, DEMO_PASSWORD, seed_demo
@@ -101,6 +106,19 @@ def _greet(settings) -> None:
         click.echo("No model configured: replies come from the built-in demo model.")
 
 
+def serve_metrics(app: Flask):
+    """METRICS_ADDRESS: the metrics without authentication, queue depth included, from this
+    process (gunicorn's master serves its own: gunicorn.conf.py)."""
+    from app.chat.queue import queue_collector
+    from app.telemetry.metrics import serve
+
+    address = app.config["LOOPDESK"].metrics_address
+    server = serve(address, [queue_collector(app.extensions["services"].database)])
+    if server is not None:
+        click.echo(f"Prometheus metrics at http://{address}/metrics")
+    return server
+
+
 def serve_threaded(app: Flask) -> None:
     settings = app.config["LOOPDESK"]
     services = app.extensions["services"]
@@ -108,13 +126,20 @@ def serve_threaded(app: Flask) -> None:
     lists = McpListChecker(
         services.database, services.mcp, services.secrets, services.settings.fetch_allow_hosts
     ).start()
-    services.model.connect_soon()
+    scheduler = start_in_process(app)
+    metrics_server = serve_metrics(app)
+    settle()  # what it loaded to serve leaves the collector's full passes (app/heap.py)
+    services.model.connect_soon(then=settle)
     try:
         # Flask refuses app.run() inside a CLI command; run_simple is what it would call.
         run_simple(settings.host, settings.port, app, threaded=True)
     finally:
         sweeper.stop()
         lists.stop()
+        if scheduler is not None:
+            scheduler.stop()
+        if metrics_server is not None:
+            metrics_server.shutdown()
 
 
 @click.command("serve")
@@ -195,6 +220,8 @@ def chat_logs_command(conversation_id: int, run_id: int | None, full: bool) -> N
         for entry in report.entries:
             line = describe(entry, preview_chars=None if full else 160)
             click.echo(f"  {report.offset(entry):>9}  {entry.kind:<11}  {line}")
+        for rated in report.feedback:
+            click.echo(f"  {'':>9}  {'feedback':<11}  {describe_feedback(rated)}")
 
 
 def register_commands(app: Flask) -> None:
@@ -208,5 +235,8 @@ def register_commands(app: Flask) -> None:
         chat_logs_command,
         reference_command,
         mcp_group,
+        models_group,
+        scheduler_command,
+        eval_command,
     ):
         app.cli.add_command(command)

@@ -5,19 +5,26 @@ helper and its typed events)."""
 from __future__ import annotations
 
 import contextvars
-import json
+import itertools
 import random
-import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import httpx2 as httpx
 
 from app.config import Settings
 from app.events import RetryReason
+from app.llm.error_bodies import (
+    content_type,
+    error_message,
+    error_type,
+    model_error,
+    not_json_message,
+    start_of,
+)
 from app.llm.errors import (
     NOT_MESSAGES_API,
     ContextTooLong,
@@ -27,6 +34,7 @@ from app.llm.errors import (
     retry_reason,
 )
 from app.llm.wire import RequestEncoder, TurnAccumulator
+from app.telemetry import metrics, tracing
 
 # The anthropic SDK is imported where it is first used, never here: it is nearly half of
 # what importing the app costs (1.7 of 4 s on a loaded 2-core machine), and `db upgrade`,
@@ -34,16 +42,19 @@ from app.llm.wire import RequestEncoder, TurnAccumulator
 if TYPE_CHECKING:
     import anthropic
 
-# What a model error says when the server answered with a web page (a wrong base URL).
-HTML_REPLY = "the server answered with an HTML page, not the Messages API"
-# A plain-text error body is kept up to this many characters.
-MAX_TEXT_BODY_CHARS = 2_000
 
 # Error types the API may send mid-stream that are worth another try.
 TRANSIENT_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 MID_STREAM_RETRIES = 2
+# The longest a stream's events are decoded without giving way (see _stream_once).
+YIELD_EVERY_SECONDS = 0.02
+# A read of the next event that took longer than this waited on the socket (under gevent:
+# gave way to the loop), so a stream at a model's pace never yields on top of its reads.
+WAITED_SECONDS = 0.001
 # How often the SDK retries a call that failed with 408, 409, 429, 5xx or no connection.
 SDK_MAX_RETRIES = 3
+# The most models a listing reads (the admin page offers them to add).
+MAX_LISTED_MODELS = 500
 
 
 @dataclass
@@ -51,6 +62,7 @@ class AssistantTurn:
     content: list[dict[str, Any]]
     stop_reason: str | None
     usage: dict[str, int] = field(default_factory=dict)
+    model: str | None = None  # the model that answered (its name as the server gave it)
 
     @property
     def text(self) -> str:
@@ -95,6 +107,11 @@ def make_anthropic(
         ),
         http_client=http_client,
         middleware=[announce_retries],
+        # The SDK's own spans are off: every model call has one span, ours (`chat
+        # <model>`, app/telemetry/tracing.py), streamed or not, named by the GenAI
+        # conventions; the SDK would add `anthropic.messages.create` under it for a
+        # non-streamed call only (a `post` it is not told the method of has none).
+        open_telemetry=False,
     )
 
 
@@ -151,89 +168,6 @@ def _usage(usage: Any) -> dict[str, int]:
     return {k: v for k, v in usage.model_dump().items() if isinstance(v, int)}
 
 
-def _error_type(error: anthropic.APIStatusError) -> str:
-    body = error.body if isinstance(error.body, dict) else {}
-    inner = body.get("error", body)
-    kind = inner.get("type", "") if isinstance(inner, dict) else ""
-    if not isinstance(kind, str) or kind in ("None", "null"):  # LiteLLM sends "None"
-        return ""
-    if not kind and _looks_like_html(_body_text(error), _content_type(error.response)):
-        return NOT_MESSAGES_API
-    return kind
-
-
-def _error_message(error: anthropic.APIStatusError) -> str:
-    """The server's own words: the Messages API's `error.message`, the shapes other servers
-    use ({"error": "..."}, {"detail": ...}), a plain-text body, or a short note for a
-    body that is not the Messages API at all (an HTML page from a wrong base URL)."""
-    body = error.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if isinstance(inner, str) and inner.strip():
-            return inner
-        detail = body.get("detail") or body.get("message")
-        if isinstance(detail, str) and detail.strip():
-            return detail
-        if (
-            isinstance(detail, list)
-            and detail
-            and all(isinstance(item, dict) and item.get("msg") for item in detail)
-        ):  # a FastAPI validation error (a 422 from some proxies)
-            return "; ".join(_validation_item(item) for item in detail)
-        return json.dumps(body, ensure_ascii=False, default=str)
-    return _not_json_message(_body_text(error), _content_type(error.response), error.status_code)
-
-
-def _validation_item(item: dict[str, Any]) -> str:
-    where = ".".join(str(part) for part in item.get("loc") or ())
-    return f"{where}: {item['msg']}" if where else str(item["msg"])
-
-
-def _body_text(error: anthropic.APIStatusError) -> str:
-    if isinstance(error.body, str):
-        return error.body
-    return "" if error.body is None else json.dumps(error.body, default=str)
-
-
-def _content_type(response: httpx.Response | None) -> str:
-    return (response.headers.get("content-type", "") if response is not None else "").lower()
-
-
-def _looks_like_html(text: str, content_type: str) -> bool:
-    head = text.lstrip()[:512].lower()
-    return "text/html" in content_type or head.startswith(("<!doctype html", "<html", "<head"))
-
-
-def _not_json_message(text: str, content_type: str, status: int | None) -> str:
-    """What a body that is not Messages API JSON says, briefly."""
-    if _looks_like_html(text, content_type):
-        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
-        named = f" titled {' '.join(title.group(1).split())[:80]!r}" if title else ""
-        return f"{HTML_REPLY} (HTTP {status}{named})"
-    text = " ".join(text.split())
-    if not text:
-        return f"the server answered HTTP {status} with an empty body"
-    return text if len(text) <= MAX_TEXT_BODY_CHARS else text[:MAX_TEXT_BODY_CHARS] + "…"
-
-
-def _start_of(response: httpx.Response, limit: int = 65_536) -> str:
-    """The first `limit` bytes of a streamed body, as text."""
-    data = b""
-    for chunk in response.iter_bytes():
-        data += chunk
-        if len(data) >= limit:
-            break
-    return data[:limit].decode("utf-8", "replace")
-
-
-def _model_error(error: anthropic.APIStatusError) -> ModelError:
-    return ModelError(
-        _error_type(error) or "api_error", _error_message(error), status=error.status_code
-    )
-
-
 class _InOsThread:
     """`work()` run in an OS thread of its own (under gevent, one of its hub's pool: a
     greenlet would hold the worker's loop for the whole of it); `wait()` yields to the
@@ -288,14 +222,22 @@ class ModelClient:
         self._connecting_soon: _InOsThread | None = None
         self._encoder = RequestEncoder()
 
-    def connect_soon(self) -> None:
+    def connect_soon(self, then: Callable[[], object] | None = None) -> None:
         """Make the client now, off the serving loop, so that a server's first model call
         neither waits for it nor stalls everyone: the SDK's import, httpx's transport and
         the TLS context's certificates are seconds of CPU, and a run that made them itself
         would hold a gevent worker's loop (measured: 0.1-0.5 s blocks at the first reply).
-        A call that comes before it is ready waits for it, yielding."""
+        A call that comes before it is ready waits for it, yielding. `then`: run in the
+        same thread once the client is made (a server settles its heap: app/heap.py),
+        when this call is the one that starts making it."""
         if self._anthropic is None and self._connecting_soon is None:
-            self._connecting_soon = _InOsThread(self._connect_once)
+
+            def connect() -> None:
+                self._connect_once()
+                if then is not None:
+                    then()
+
+            self._connecting_soon = _InOsThread(connect)
 
     def _connect_once(self) -> anthropic.Anthropic:
         with self._connecting:
@@ -323,16 +265,28 @@ class ModelClient:
     def stream_turn(
         self, request: dict[str, Any], callbacks: StreamCallbacks | None = None
     ) -> AssistantTurn:
+        """One streamed call, its retries included: one `chat <model>` span when traced."""
+        callbacks = callbacks or StreamCallbacks()
+        with tracing.model_call(request) as traced:
+            if traced.handle.recording:
+                noted = traced.first_chunk_then(callbacks.on_activity)
+                callbacks = replace(callbacks, on_activity=noted)
+            turn = self._stream_with_retries(request, callbacks)
+            traced.finished(turn.usage, turn.stop_reason, turn.model, turn.content)
+        return turn
+
+    def _stream_with_retries(
+        self, request: dict[str, Any], callbacks: StreamCallbacks
+    ) -> AssistantTurn:
         self._wait_until_connected()
         import anthropic
 
-        callbacks = callbacks or StreamCallbacks()
         for attempt in range(MID_STREAM_RETRIES + 1):
             try:
                 return self._stream_once(request, callbacks)
             except anthropic.APIStatusError as error:
-                kind = _error_type(error)
-                message = _error_message(error)
+                kind = error_type(error)
+                message = error_message(error)
                 if error.status_code == 400 and "prompt is too long" in message:
                     raise ContextTooLong("context_too_long", message, status=400) from error
                 # A mid-stream `error` event arrives as a status error with status 200; the
@@ -346,7 +300,7 @@ class ModelClient:
                         callbacks.on_retry(retry_reason(200, kind))
                     time.sleep(random.uniform(0.2, 0.6) * (attempt + 1))
                     continue
-                raise _model_error(error) from error
+                raise model_error(error) from error
             except (anthropic.APIConnectionError, httpx.TransportError) as error:
                 # A connection that drops mid-stream surfaces as the transport's own error.
                 raise ModelError(
@@ -357,27 +311,37 @@ class ModelClient:
     def _stream_once(self, request: dict[str, Any], callbacks: StreamCallbacks) -> AssistantTurn:
         accumulator = TurnAccumulator(callbacks)
         watch = callbacks.watch
+        started, first_token = time.monotonic(), 0.0
         stream = self._open_stream(request, callbacks)
-        content_type = _content_type(stream.response)
-        if "text/html" in content_type:
+        served_as = content_type(stream.response)
+        if "text/html" in served_as:
             # A wrong base URL that answers 200 with a web page: the SDK would read no events.
-            page = _start_of(stream.response)
+            page = start_of(stream.response)
             stream.close()
-            raise ModelError(
-                NOT_MESSAGES_API, _not_json_message(page, content_type, 200), status=200
-            )
+            raise ModelError(NOT_MESSAGES_API, not_json_message(page, served_as, 200), status=200)
         if watch is not None:
             watch.stream_opened(stream.response)
         feed, should_stop = accumulator.feed, callbacks.should_stop
         try:
-            last_check = time.monotonic()
+            last_check = last_yield = read_at = time.monotonic()
             for event in stream:
+                arrived = time.monotonic()
+                if arrived - read_at > WAITED_SECONDS:
+                    last_yield = arrived  # the read waited: the loop served everyone meanwhile
                 feed(event)
+                if not first_token and event.get("type") == "content_block_delta":
+                    first_token = time.monotonic()
                 if watch is not None:
                     watch.activity()
                 if callbacks.on_activity:
                     callbacks.on_activity()
-                if should_stop and (now := time.monotonic()) - last_check > 0.25:
+                now = read_at = time.monotonic()
+                if now - last_yield > YIELD_EVERY_SECONDS:
+                    # A burst already read from the socket decodes without waiting: under
+                    # make run's gevent, time.sleep(0) lets the loop serve everyone else.
+                    last_yield = now
+                    time.sleep(0)
+                if should_stop and now - last_check > 0.25:
                     last_check = now
                     if should_stop():
                         raise StreamCancelled()
@@ -394,7 +358,10 @@ class ModelClient:
             if watch is not None:
                 watch.stream_closed()
             stream.close()
-        return AssistantTurn(accumulator.content(), accumulator.stop_reason, accumulator.usage)
+        metrics.model_call(str(request.get("model")), started, first_token, accumulator.usage)
+        return AssistantTurn(
+            accumulator.content(), accumulator.stop_reason, accumulator.usage, accumulator.model
+        )
 
     def _open_stream(
         self, request: dict[str, Any], callbacks: StreamCallbacks
@@ -403,8 +370,8 @@ class ModelClient:
         `post`, the same request (headers, retries and their middleware, timeouts, errors)
         with two costs left out: the body is encoded by us, the tool schemas once per tool
         set (the SDK copies and encodes all 18 KB on every call), and the events are read
-        as the SDK's `Stream` decodes them, plain JSON, without a typed model each. (Nor
-        does the SDK start its OpenTelemetry span for the call: the app configures none.)"""
+        as the SDK's `Stream` decodes them, plain JSON, without a typed model each. (The
+        SDK's OpenTelemetry spans are off, make_anthropic: the call's span is ours.)"""
         import anthropic
 
         options: dict[str, Any] = {}
@@ -414,6 +381,9 @@ class ModelClient:
             options["timeout"] = httpx.Timeout(
                 connect=10.0, read=float(self.settings.max_run_seconds), write=30.0, pool=30.0
             )
+        trace_headers = tracing.carrier()  # the model server may continue the trace
+        if trace_headers:
+            options["headers"] = trace_headers
         listening = _retry_listener.set(callbacks.on_retry)
         try:
             return self.anthropic.post(  # type: ignore[call-overload]
@@ -442,6 +412,22 @@ class ModelClient:
         except (anthropic.APIError, httpx.TransportError):
             return None
 
+    def list_models(self, timeout: float, most: int = MAX_LISTED_MODELS) -> list[tuple[str, str]]:
+        """What the model server lists (`GET /v1/models`, page after page, at most `most`):
+        (id, display name) each, newest first. One try, bounded by `timeout` a page; raises
+        ModelError when the list cannot be read."""
+        self._wait_until_connected()
+        import anthropic
+
+        client = self.anthropic.with_options(timeout=timeout, max_retries=0)
+        try:
+            listed = client.models.list(limit=min(most, 100))
+            return [(m.id, m.display_name) for m in itertools.islice(listed, most)]
+        except anthropic.APIStatusError as error:
+            raise model_error(error) from error
+        except (anthropic.APIError, httpx.TransportError) as error:
+            raise ModelError("connection_error", f"Could not reach the model: {error}") from error
+
     def close(self) -> None:
         if self._anthropic is not None:
             self._anthropic.close()
@@ -451,16 +437,20 @@ class ModelClient:
         self._wait_until_connected()
         import anthropic
 
-        try:
-            message = self.anthropic.messages.create(**request)
-        except anthropic.APIStatusError as error:
-            raise _model_error(error) from error
-        except anthropic.APIConnectionError as error:
-            raise ModelError("connection_error", f"Could not reach the model: {error}") from error
-        if isinstance(message, str):
-            # A 200 that is not JSON: the SDK hands back the body's text.
-            raise ModelError(NOT_MESSAGES_API, _not_json_message(message, "", 200), status=200)
-        content = [b.model_dump(exclude_none=True) for b in message.content]
-        return AssistantTurn(
-            content=content, stop_reason=message.stop_reason, usage=_usage(message.usage)
-        )
+        with tracing.model_call(request) as traced:
+            try:
+                headers = tracing.carrier()  # the model server may continue the trace
+                message = self.anthropic.messages.create(**request, extra_headers=headers or None)
+            except anthropic.APIStatusError as error:
+                raise model_error(error) from error
+            except anthropic.APIConnectionError as error:
+                raise ModelError(
+                    "connection_error", f"Could not reach the model: {error}"
+                ) from error
+            if isinstance(message, str):
+                # A 200 that is not JSON: the SDK hands back the body's text.
+                raise ModelError(NOT_MESSAGES_API, not_json_message(message, "", 200), status=200)
+            content = [b.model_dump(exclude_none=True) for b in message.content]
+            turn = AssistantTurn(content, message.stop_reason, _usage(message.usage), message.model)
+            traced.finished(turn.usage, turn.stop_reason, turn.model, turn.content)
+        return turn

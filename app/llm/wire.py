@@ -59,6 +59,7 @@ class TurnAccumulator:
         self.pieces: dict[int, list[str]] = {}
         self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
+        self.model: str | None = None  # the model that answered, as the server names it
         self.on_text = callbacks.on_text
         self.on_input_json = callbacks.on_input_json
         self.callbacks = callbacks
@@ -69,6 +70,7 @@ class TurnAccumulator:
             self._delta(event["index"], event["delta"])
         elif kind == "message_start":
             self.usage.update(_usage(event["message"].get("usage")))
+            self.model = event["message"].get("model")
         elif kind == "content_block_start":
             self._start(event["index"], event["content_block"])
         elif kind == "content_block_stop":

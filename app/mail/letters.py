@@ -78,3 +78,19 @@ def invitation(inviter_name: str, project_name: str, accept_url: str) -> Letter:
         "Accept the invitation",
     )
     return Letter(f'{inviter_name} invites you to "{project_name}" on Loopdesk', text, html)
+
+
+def added_to_project(inviter_name: str, project_name: str, project_url: str) -> Letter:
+    text = (
+        f'{inviter_name} added you to the project "{project_name}" on Loopdesk.\n\n'
+        f"See it and its members here:\n{project_url}\n"
+    )
+    html = _html(
+        [
+            f"{escape(inviter_name)} added you to the project "
+            f"<strong>{escape(project_name)}</strong> on Loopdesk."
+        ],
+        project_url,
+        "Open the project",
+    )
+    return Letter(f'{inviter_name} added you to "{project_name}" on Loopdesk', text, html)

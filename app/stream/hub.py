@@ -30,7 +30,7 @@ class Hub(Protocol):
     def close(self) -> None: ...
 
 
-def _queue_class() -> type[queue.Queue[Event]]:
+def _queue_class() -> type[queue.Queue[Event | None]]:
     """gevent's own queue under a gevent server or worker (a monkey-patched stdlib queue
     costs several times more per event), else the stdlib's. Both raise queue.Full and
     queue.Empty."""
@@ -51,14 +51,20 @@ class Subscription:
         self.conversation_id = conversation_id
         self.user_id = user_id
         self.snapshot = snapshot
-        self.queue: queue.Queue[Event] = _queue_class()(maxsize=QUEUE_SIZE)
+        # None in the queue is a wake-up (`wake`): `get` returns at once with no event.
+        self.queue: queue.Queue[Event | None] = _queue_class()(maxsize=QUEUE_SIZE)
         self.overflowed = False
 
-    def put(self, event: Event) -> None:
+    def put(self, event: Event | None) -> None:
         try:
             self.queue.put_nowait(event)
         except queue.Full:
             self.overflowed = True
+
+    def wake(self) -> None:
+        """End a `get` waiting now (or the next one) without an event: the socket has
+        something else to see to (its client spoke)."""
+        self.put(None)
 
     def get(self, timeout: float | None = None) -> Event | None:
         try:
@@ -67,14 +73,16 @@ class Subscription:
             return None
 
     def drain(self) -> list[Event]:
-        """Everything already waiting, without blocking. (Asked whether anything waits
+        """Every event already waiting, without blocking. (Asked whether anything waits
         first: most batches are one event, and a raised queue.Empty costs more.)"""
         events = []
         while not self.queue.empty():
             try:
-                events.append(self.queue.get_nowait())
+                event = self.queue.get_nowait()
             except queue.Empty:
                 break
+            if event is not None:
+                events.append(event)
         return events
 
     def close(self) -> None:

@@ -34,6 +34,7 @@ from app.stream.hub import forget
 from app.stream.live import LiveState
 from app.stream.redis_names import RedisNames
 from app.stream.redis_subscription import RedisSubscription, parse_event
+from app.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -257,11 +258,14 @@ class RedisListener:
                 log.warning("hub: skipped a message without a sequence number")
                 return
             seq = int(number)
+        traceparent, data = tracing.split_frame(data)  # the sending run's trace, if traced
         event = parse_event(data)
         if event is None:
             return
         for subscription in receivers:
             subscription.deliver(seq, event)
+            if traceparent:
+                subscription.links.add(traceparent)
 
     # -- shutdown -------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from app import events as ev
 from app.stream.live import LiveEffect, LiveState, live_effect
 from app.stream.redis_names import RedisNames
 from app.stream.redis_subscription import parse_event
+from app.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,8 @@ ScriptCall = tuple[list[str], list[bytes | str | int]]
 # a dead connection: the run goes on (rows are the truth) and sockets catch up from rows.
 PUBLISH_PAUSE_SECONDS = 1.0
 PUBLISH_CONNECTIONS = 32
+# Tracing on: the most runs whose trace context is kept for their frames.
+MAX_TRACED_RUNS = 10_000
 
 # KEYS: seq, live, run. ARGV: channel, payload, mode, run_id, ttl, live_payload.
 # mode: the event's LiveEffect (app/stream/live.py), which the script applies to the list:
@@ -111,6 +114,8 @@ class RedisPublisher:
         self._outbox: deque[tuple[int, ev.Event]] = deque()
         self._sending = threading.Lock()
         self._publish_paused_until = 0.0
+        # Tracing on: each run's trace context, sent with its frames (app/telemetry).
+        self._run_traces: dict[int, str] = {}
 
     def publish(self, conversation_id: int, event: ev.Event) -> None:
         """Send at once when no one else is sending; otherwise leave the event for the
@@ -119,6 +124,8 @@ class RedisPublisher:
         busy (a worker streaming a hundred runs), many events share one."""
         if time.monotonic() < self._publish_paused_until:
             return
+        if tracing.enabled():
+            self._note_trace(event)
         self._outbox.append((conversation_id, event))
         while self._outbox and self._sending.acquire(blocking=False):
             try:
@@ -127,6 +134,15 @@ class RedisPublisher:
             finally:
                 self._sending.release()
             # An event left just after our last look is sent by the loop's next turn.
+
+    def _note_trace(self, event: ev.Event) -> None:
+        """The trace the run publishing `event` is in (read here, in the run's thread: the
+        batch may be sent by another run's)."""
+        run_id = getattr(event, "run_id", None)
+        if run_id is not None:
+            if len(self._run_traces) > MAX_TRACED_RUNS:
+                self._run_traces.clear()  # runs whose Done was never published
+            self._run_traces[run_id] = tracing.frame_trace()
 
     def _send_batch(self, batch: list[tuple[int, ev.Event]]) -> None:
         try:
@@ -168,9 +184,12 @@ class RedisPublisher:
         effect = live_effect(event)  # decided here; the script only applies it
         live_payload = _live_payload(event, effect)
         run_id = getattr(event, "run_id", None)
+        traced = self._run_traces.get(run_id) if run_id is not None else None
+        if isinstance(event, ev.Done):
+            self._run_traces.pop(event.run_id, None)
         args: list[bytes | str | int] = [
             self.names.conversation_channel(conversation_id),
-            payload,
+            tracing.traced_frame(traced, payload),
             effect.value,
             "" if run_id is None else str(run_id),
             self.live_ttl,

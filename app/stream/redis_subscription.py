@@ -10,6 +10,7 @@ import threading
 from app import events as ev
 from app.stream.hub import QUEUE_SIZE, Hub, Subscription
 from app.stream.live import LiveState
+from app.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,8 @@ class RedisSubscription(Subscription):
         self._early: list[tuple[int | None, ev.Event]] = []
         self.channels: list[bytes] = []
         self._lock = threading.Lock()
+        # The socket's span (current where it subscribes), linked to the runs it hears.
+        self.links = tracing.SpanLinks()
 
     def deliver(self, seq: int | None, event: ev.Event) -> None:
         """From the listener. `seq` is None for the person's events (never in a snapshot)."""

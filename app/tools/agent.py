@@ -13,6 +13,7 @@ from app.agents.outputs import AgentFailed, fast_structured_output, save_output
 from app.agents.runner import AgentBrief, run_agent
 from app.kinds import RowKind
 from app.tools.context import ToolContext
+from app.tools.groups import WRITING
 from app.tools.registry import AGENT, Integer, Tool, ToolInput, tool
 from app.tools.results import ToolFailure, ToolResult
 from app.workspace.models import Offer, Output, Persona
@@ -126,6 +127,7 @@ def _agent_tool(agent: AgentDefinition) -> Tool:
         handler=lambda ctx, args: run_agent_tool(ctx, agent, args),
         note=f"{agent.tool_name}: {agent.description}",
         label=agent.step_label,
+        group=WRITING,
     )
 
 

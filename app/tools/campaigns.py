@@ -9,12 +9,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, WithJsonSchema
 
 from app.tools.context import ToolContext
+from app.tools.groups import CAMPAIGNS
 from app.tools.registry import ACTION, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure
 from app.tools.workspace_facts import OfferId, clean_text
 from app.workspace.models import Campaign, Offer
 
-REGISTRY = ToolRegistry()
+REGISTRY = ToolRegistry(group=CAMPAIGNS)
 
 MAX_BRIEFING_CHARS = 20_000
 

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from app.tools.agent import fast_output
 from app.tools.context import ToolContext
+from app.tools.groups import CHARACTERS
 from app.tools.registry import ACTION, NOT_A_BOOLEAN, ToolInput, ToolRegistry
 from app.tools.results import Pause, ToolFailure, confirmation
 from app.tools.tool_prompts import tool_prompt
@@ -26,7 +27,7 @@ from app.tools.workspace_facts import (
 )
 from app.workspace.models import Character, Offer, Persona
 
-REGISTRY = ToolRegistry()
+REGISTRY = ToolRegistry(group=CHARACTERS)
 
 DEFAULT_CAST = 3
 

@@ -21,6 +21,7 @@ from app.media.providers import (
 )
 from app.row_meta import AgentOutput
 from app.tools.context import ToolContext
+from app.tools.groups import IMAGES
 from app.tools.read import asset_url
 from app.tools.registry import ACTION, Integer, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure, ToolResult
@@ -28,7 +29,7 @@ from app.tools.workspace_facts import CharacterId, OfferId, clean_text, persona_
 from app.workspace.images import FALLBACK_COLOURS
 from app.workspace.models import Character, ImagePreset, Offer, Persona, VisualAsset
 
-REGISTRY = ToolRegistry()
+REGISTRY = ToolRegistry(group=IMAGES)
 
 LONGEST_SIDE = 1024
 PresetId = Annotated[

@@ -19,6 +19,7 @@ from app.llm.errors import (
     redact,
 )
 from app.row_meta import Card
+from app.telemetry import tracing
 from app.tools.context import ToolContext
 from app.tools.registry import Tool, invalid_input
 from app.tools.results import Pause, ToolFailure, ToolResult
@@ -43,10 +44,35 @@ def invoke(
         # fetch, a model call) and must not hold a transaction, nor SQLite's write lock,
         # across it (see app/tools/registry.py). The caller commits before calling.
         raise RuntimeError(f"{tool.name} was called with a transaction open")
+    traced_call = tracing.tool_call(
+        tool.name, context.tool_use_id, tool.category, arguments, tool.origin
+    )
+    with traced_call as traced:
+        refused = _role_refusal(tool, context)
+        if refused is not None:
+            traced.outcome("refused", refused)
+            return ToolResult(refused, is_error=True, refused=True)
+        outcome = _run(tool, context, arguments, approved, answered)
+        traced.outcome(*_traced(outcome))
+    return outcome
+
+
+def _traced(outcome: ToolResult | Pause) -> tuple[str, Any]:
+    """How a call came out, for its span (`held`: it waits on the person), and its result."""
+    if isinstance(outcome, Pause):
+        return "held", None
+    return ("failed" if outcome.is_error else "ran"), outcome.content
+
+
+def _run(
+    tool: Tool,
+    context: ToolContext,
+    arguments: dict[str, Any],
+    approved: bool,
+    answered: Card | None,
+) -> ToolResult | Pause:
+    """The handler's result, every failure turned into an `is_error` result."""
     secrets = [context.settings.anthropic_api_key]
-    refused = _role_refusal(tool, context)
-    if refused is not None:
-        return ToolResult(refused, is_error=True)
     try:
         if answered is not None and tool.on_answered is not None:
             outcome = tool.on_answered(context, answered)

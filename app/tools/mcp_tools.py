@@ -18,7 +18,9 @@ from app.mcp.models import McpServer
 from app.mcp.servers import model_name
 from app.mcp.targets import NotSignedIn, keep_grant, person_target
 from app.row_meta import Card, HeldDetails
+from app.telemetry import tracing
 from app.tools.context import ToolContext
+from app.tools.groups import MCP_TOOLS
 from app.tools.mcp_questions import answers_for, question_card
 from app.tools.questionnaire import check_card_answer
 from app.tools.registry import MCP, OutsideInput, Tool, tool
@@ -58,6 +60,7 @@ def _tool(server: McpServer, definition: dict[str, Any]) -> Tool:
         handler=call,
         origin=server_name,
         label=str(definition.get("title") or tool_name),
+        group=MCP_TOOLS,
         needs_approval_when_tainted=not trusted_read_only,
         held_always=policy == "always",
         held_details=lambda _arguments: _held_details(server_name, policy, tool_name),
@@ -96,7 +99,10 @@ def _call(
         raise ToolFailure(str(exc)) from exc
     ctx.end_reads()  # no transaction is held across the call
     try:
-        answer = ctx.services.mcp.call_tool(target, tool_name, arguments, **(again or {}))
+        with tracing.mcp_call("tools/call", tool_name, server_name, target.url) as traced:
+            answer = ctx.services.mcp.call_tool(target, tool_name, arguments, **(again or {}))
+            if answer.get("is_error"):
+                traced.fail("tool_error")
     except McpError as exc:
         if exc.grant:  # refreshed before the failure: kept, though the call's writes are not
             keep_grant(ctx.session, box, server_id, ctx.user_id, exc.grant)

@@ -7,6 +7,7 @@ from pydantic import Field
 
 from app.net.fetch import FetchError, RedirectHeld, cross_host_redirects_held, fetch_text
 from app.tools.context import ToolContext
+from app.tools.groups import OUTSIDE_CONTENT
 from app.tools.held import REASON, fetch_confirmation
 from app.tools.held_questions import held_question
 from app.tools.registry import OUTSIDE, Integer, ToolInput, ToolRegistry
@@ -14,7 +15,7 @@ from app.tools.results import Pause, ToolFailure, ToolResult
 from app.tools.urls import url_view
 from app.workspace.models import Attachment
 
-REGISTRY = ToolRegistry()
+REGISTRY = ToolRegistry(group=OUTSIDE_CONTENT)
 FETCH_LABEL = "Read a web page"
 
 MAX_UNTRUSTED_CHARS = 50_000

@@ -9,12 +9,13 @@ from typing import Any
 from app.accounts.projects import projects_of
 from app.row_meta import Card
 from app.tools.context import ToolContext
+from app.tools.groups import ALWAYS_ON
 from app.tools.questionnaire import MAX_OPTIONS, card, option, step
 from app.tools.registry import UI, ToolRegistry
 from app.tools.results import Pause
 from app.tools.ui import PromptInput
 
-REGISTRY = ToolRegistry()
+REGISTRY = ToolRegistry(group=ALWAYS_ON)
 
 
 SELECT_PROJECT = "select_project"

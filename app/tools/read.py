@@ -9,6 +9,7 @@ from pydantic import Field
 from sqlalchemy import or_, select
 
 from app.tools.context import ToolContext
+from app.tools.groups import CAMPAIGNS, IMAGES, WORKSPACE
 from app.tools.registry import READ, Integer, NoInput, ToolInput, ToolRegistry
 from app.workspace.models import (
     Campaign,
@@ -19,7 +20,7 @@ from app.workspace.models import (
     VisualAsset,
 )
 
-REGISTRY = ToolRegistry()
+REGISTRY = ToolRegistry(group=WORKSPACE)
 
 MAX_LISTED = 100
 
@@ -338,6 +339,7 @@ def _briefing_summary(briefing: dict[str, Any]) -> dict[str, Any]:
     category=READ,
     input=CampaignInput,
     label="Checked a campaign",
+    group=CAMPAIGNS,
 )
 def get_campaign_status(ctx: ToolContext, args: CampaignInput) -> dict[str, Any]:
     campaign = ctx.saw(ctx.owned(Campaign, args.campaign_id, "campaign"))
@@ -362,6 +364,7 @@ def get_campaign_status(ctx: ToolContext, args: CampaignInput) -> dict[str, Any]
     category=READ,
     input=NoInput,
     label="Looked up the image styles",
+    group=IMAGES,
 )
 def list_image_presets(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     presets = available_presets(ctx)
@@ -402,6 +405,7 @@ def available_presets(ctx: ToolContext) -> list[ImagePreset]:
     category=READ,
     input=NoInput,
     label="Checked what can be generated",
+    group=IMAGES,
 )
 def list_generation_models(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
     from urllib.parse import urlsplit

@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.row_meta import Card, HeldDetails
+from app.tools.groups import ALWAYS_ON, ToolGroup
 from app.tools.held_questions import held_question
 
 if TYPE_CHECKING:
@@ -192,6 +193,8 @@ class ToolOptions(TypedDict, total=False):
     held_always: bool
     needs_approval_when_tainted: bool
     on_answered: AnsweredHandler | None
+    # What a preset turns on or off with it (app/tools/groups.py); by default its module's.
+    group: ToolGroup | None
 
 
 def tool(
@@ -231,6 +234,8 @@ def tool(
         note=options.get("note"),
         on_approved=options.get("on_approved"),
         label=options.get("label", ""),
+        # A card that asks the person is never turned off.
+        group=ALWAYS_ON if category.category == "ui" else options.get("group"),
         declared=_DECLARED,
     )
 
@@ -309,6 +314,8 @@ class Tool:
     # An outside tool's check of its arguments against the server's own schema (our own
     # tools' input models check theirs).
     input_check: Callable[[dict[str, Any]], str | None] | None = None
+    # Its group, which a preset turns on or off (app/tools/groups.py).
+    group: ToolGroup | None = None
     # `tool()`'s token: a Tool built any other way is refused.
     declared: InitVar[object] = None
 
@@ -406,10 +413,12 @@ def _check_schema(schema_json: str) -> None:
 
 
 class ToolRegistry:
-    """Tools by name, in the order they were added (the order the model sees them)."""
+    """Tools by name, in the order they were added (the order the model sees them).
+    `group`: the group of the tools declared on it (a subject module's registry)."""
 
-    def __init__(self) -> None:
+    def __init__(self, group: ToolGroup | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self.group = group
 
     def add(self, tool: Tool) -> Tool:
         if tool.name in self._tools:
@@ -448,6 +457,8 @@ class ToolRegistry:
         @REGISTRY.tool(name="get_offer", description="...", category=READ, input=OfferInput)
         def get_offer(ctx: ToolContext, args: OfferInput) -> dict[str, Any]: ...
         """
+
+        options.setdefault("group", self.group)
 
         def decorate(
             handler: Callable[[ToolContext, M], Outcome],

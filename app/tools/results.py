@@ -25,6 +25,13 @@ class ToolResult:
     # one): each a small dict such as {"tool": "fetch_url", "url": ...}. The loop records
     # them on the result row; from then on the conversation is tainted (app/chat/taint.py).
     untrusted_sources: list[dict[str, Any]] = field(default_factory=list)
+    # The call never reached its handler: no such tool, its input or the role refused.
+    refused: bool = False
+
+
+def refusal(content: str) -> ToolResult:
+    """The error result of a call that never reached its handler."""
+    return ToolResult(content, is_error=True, refused=True)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from app.tools.agent import fast_output, output_result
 from app.tools.context import ToolContext
+from app.tools.groups import IMAGES
 from app.tools.registry import ACTION, NOT_A_BOOLEAN, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure, ToolResult
 from app.tools.tool_prompts import tool_prompt
@@ -27,7 +28,7 @@ from app.tools.workspace_facts import (
 )
 from app.workspace.models import Character, Offer, Persona
 
-REGISTRY = ToolRegistry()
+REGISTRY = ToolRegistry(group=IMAGES)
 
 DEFAULT_SCENES = 6
 

@@ -10,13 +10,14 @@ from sqlalchemy import func, select
 
 from app.row_meta import Card
 from app.tools.context import ToolContext
+from app.tools.groups import ALWAYS_ON
 from app.tools.questionnaire import MAX_OPTIONS, card, check_card_answer, option, step
 from app.tools.read import asset_url, available_presets
 from app.tools.registry import UI, Boolean, Integer, ResponseCheck, ToolInput, ToolRegistry
 from app.tools.results import Pause, ToolFailure
 from app.workspace.models import Character, Offer, Persona, VisualAsset
 
-REGISTRY = ToolRegistry()
+REGISTRY = ToolRegistry(group=ALWAYS_ON)
 
 Prompt = Annotated[
     str,

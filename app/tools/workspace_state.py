@@ -17,10 +17,11 @@ from app.memory.store import (
 )
 from app.row_meta import HeldDetails
 from app.tools.context import ToolContext
+from app.tools.groups import ALWAYS_ON
 from app.tools.registry import ACTION, ToolInput, ToolRegistry
 from app.tools.results import ToolFailure
 
-REGISTRY = ToolRegistry()
+REGISTRY = ToolRegistry(group=ALWAYS_ON)
 
 
 class PhaseInput(ToolInput):

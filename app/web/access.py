@@ -21,11 +21,15 @@ from app.accounts.projects import (
     require,
 )
 from app.chat.models import Conversation, ConversationStatus
+from app.chat.preset_models import Preset
+from app.chat.presets import visible_preset
 from app.chat.stale import announce, reclaim_if_stale
 from app.chat.turn_checks import lock_for_turn
 from app.db import read_transaction
+from app.error_codes import ErrorCode
 from app.web.errors import ApiError
 from app.web.identity import db_session
+from app.web.input_gate import id_from_text
 
 T = TypeVar("T")
 
@@ -130,3 +134,29 @@ def shown_chat_id() -> int | None:
     if head.endswith("/chats") and last.isascii() and last.isdigit() and len(last) < 19:
         return int(last)
     return None
+
+
+def seen_preset_or_404(preset_id: int) -> Preset:
+    """A preset the caller may start a chat from: their own or one for everyone (404 in
+    the API's error shape for anyone else's, as for none)."""
+    preset = visible_preset(db_session(), preset_id, current_user.id)
+    if preset is None:
+        raise ApiError(404, "No such preset of yours.", ErrorCode.NOT_FOUND, field="preset_id")
+    return preset
+
+
+def requested_preset(given: str | None) -> Preset | None:
+    """The preset a new chat starts from, named on a page (`?preset=` on the draft, its
+    composer's `preset_id`): one the person sees, else 404; None when none is named."""
+    if not given:
+        return None
+    preset_id = id_from_text(given)
+    preset = visible_preset(db_session(), preset_id, current_user.id) if preset_id else None
+    if preset is None:
+        abort(404)
+    return preset
+
+
+def requested_preset_id(given: str | None) -> int | None:
+    preset = requested_preset(given)
+    return preset.id if preset else None

@@ -22,13 +22,24 @@ from wtforms import IntegerField, StringField
 from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
 from app.accounts.models import User
+from app.accounts.person_projects import projects_on_deletion
+from app.accounts.project_overview import projects_by_person
 from app.accounts.service import AccountError, create_user
 from app.billing.meter import run_credits
 from app.billing.quota import month_of
-from app.billing.usage import MONTH, person_history, usage_by_person, usage_months
+from app.billing.usage import (
+    MONTH,
+    person_history,
+    usage_by_person,
+    usage_by_project,
+    usage_months,
+)
+from app.chat.feedback import describe_feedback
+from app.chat.model_choice import default_of, offered_models
 from app.chat.models import Conversation, Run
 from app.chat.person_deletion import delete_person, what_deleting_removes
 from app.chat.run_log import describe, load_reports
+from app.web.admin_feedback import feedback_listing
 from app.web.forms import Form, UserCreateForm
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
@@ -57,8 +68,13 @@ def admin_required(view):
     return wrapper
 
 
-def _users() -> list[User]:
-    return list(db_session().scalars(select(User).order_by(User.created_at, User.id)))
+def _people() -> dict:
+    """The People page's people, each with their projects."""
+    session = db_session()
+    return {
+        "users": list(session.scalars(select(User).order_by(User.created_at, User.id))),
+        "projects": projects_by_person(session),
+    }
 
 
 @bp.get("/")
@@ -87,7 +103,7 @@ def users():
             flash(f"Created {user.email}.")
             return redirect(url_for("admin.users"))
     status = 400 if form.errors else 200
-    return render_template("admin/users.html", users=_users(), form=form), status
+    return render_template("admin/users.html", **_people(), form=form), status
 
 
 @bp.post("/users/<int:user_id>/reset-link")
@@ -100,7 +116,7 @@ def reset_link_for(user_id: int):
     db_session().commit()
     return render_template(
         "admin/users.html",
-        users=_users(),
+        **_people(),
         form=UserCreateForm(formdata=None),
         reset_link=link,
         reset_person=person,
@@ -117,9 +133,13 @@ class DeletePersonForm(Form):
 
 
 def _delete_page(person: User, form: DeletePersonForm, status: int = 200):
-    chats = what_deleting_removes(db_session(), person.id)
+    session = db_session()
     return render_template(
-        "admin/delete_person.html", person=person, form=form, chats=chats
+        "admin/delete_person.html",
+        person=person,
+        form=form,
+        chats=what_deleting_removes(session, person.id),
+        projects=projects_on_deletion(session, person.id),
     ), status
 
 
@@ -146,6 +166,8 @@ def delete_user(user_id: int):
     announce_person_gone(person_id)
     for run_id in deleted.active_run_ids:  # their runs stop at their next event
         current_app.extensions["services"].cancellations.add(run_id)
+    for handover in deleted.projects.passed:
+        flash(f"{handover.project_name} now belongs to {handover.heir_email}.")
     flash(f"Deleted {deleted.email} and {deleted.conversations} chats.")
     return redirect(url_for("admin.users"))
 
@@ -271,13 +293,15 @@ def run_logs():
     person = None
     if "user" in request.args:
         person = _person_or_404(id_from_text(request.args.get("user")) or 0)
+    feedback = feedback_listing(request.args)
     return render_template(
         "admin/run_logs.html",
         conversations=_conversations(person.id if person else None),
         person=person,
         wanted=wanted,
         problem=problem,
-    ), status
+        feedback=feedback,
+    ), 400 if feedback.problem and status == 200 else status
 
 
 @bp.get("/conversations/<int:conversation_id>/runs")
@@ -300,6 +324,7 @@ def conversation_runs(conversation_id: int, run_id: int | None = None):
         reports=load_reports(session, conversation_id, run_id),
         run_id=run_id,
         describe=describe,
+        describe_feedback=describe_feedback,
     )
 
 
@@ -324,10 +349,13 @@ class AllowanceForm(Form):
 def _pricing() -> dict:
     """What a reply costs, as the usage pages explain it."""
     services = current_app.extensions["services"]
+    choices = offered_models(db_session(), services.settings)
+    default = default_of(choices)
     return {
-        "model": services.settings.host_model_name,
+        "model": default.name,
         "demo": services.settings.uses_demo_model,
-        "per_run": run_credits(services.settings, 0),
+        "per_run": run_credits(services.settings, 0, default),
+        "several": len(choices) > 1,  # each model's credits: Admin → Models
         "billable": sorted(tool.name for tool in services.tools.all() if tool.billable),
     }
 
@@ -335,7 +363,8 @@ def _pricing() -> dict:
 @bp.get("/usage")
 @admin_required
 def usage():
-    """Everyone's usage in one month (the current one unless `month` names another)."""
+    """Everyone's usage in one month (the current one unless `month` names another), by
+    person and by project."""
     current = month_of()
     month = request.args.get("month") or current
     if not MONTH.match(month):
@@ -347,6 +376,7 @@ def usage():
         current=current,
         months=usage_months(session, current),
         lines=usage_by_person(session, month),
+        projects=usage_by_project(session, month),
         pricing=_pricing(),
     )
 

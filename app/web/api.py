@@ -19,8 +19,9 @@ from app.chat.conversations import (
     conversation_dict,
     create_conversation,
 )
-from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
-from app.chat.organize import FolderNameRefused, folder_name, listed_conversations
+from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, QueuedMessage, Run
+from app.chat.organize import FolderNameRefused, folder_name, folder_names, listed_conversations
+from app.chat.queue import queued_dict
 from app.chat.turn import Turn
 from app.error_codes import ErrorCode
 from app.web.access import (
@@ -29,6 +30,7 @@ from app.web.access import (
     owned_conversation_for_turn,
     owned_or_404,
     require_in_project,
+    seen_preset_or_404,
 )
 from app.web.admin import admin_required
 from app.web.chat_actions import (
@@ -46,8 +48,10 @@ from app.web.errors import ApiError
 from app.web.extensions import message_rate_limit
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
-from app.web.openapi import MAX_ID, UPLOAD, Param, documented
+from app.web.model_picker import choose_chat_model
+from app.web.openapi import MAX_ID, UPLOAD, Param, digits, documented
 from app.web.project_access import set_chat_project
+from app.web.queue_actions import queue_or_send
 from app.web.shapes import (
     AttachmentOut,
     BranchBody,
@@ -68,6 +72,7 @@ from app.web.shapes import (
     RunStarted,
     Stopped,
 )
+from app.web.workspace_api import requested_project
 from app.workspace.attachments import AttachmentRefused
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -124,7 +129,8 @@ def _body_error(model: type[BaseModel], error) -> ApiError:
     status=201,
     body=ChatCreate,
     body_required=False,
-    errors=(ErrorCode.NOT_FOUND,),  # a project_id of which the caller is no member
+    # a project_id of which the caller is no member, a preset_id they do not see
+    errors=(ErrorCode.NOT_FOUND,),
 )
 @login_required
 def create_chat():
@@ -132,7 +138,11 @@ def create_chat():
     session = db_session()
     if body.project_id is not None:  # a project of the caller's (404 for any other)
         require_in_project(body.project_id, READ)
-    conversation = create_conversation(session, current_user.id, body.title, body.project_id)
+    if body.preset_id is not None:
+        seen_preset_or_404(body.preset_id)
+    conversation = create_conversation(
+        session, current_user.id, body.title, body.project_id, body.preset_id
+    )
     session.commit()
     return jsonify({"id": conversation.id}), 201
 
@@ -151,13 +161,20 @@ def create_chat():
         Param(
             "folder",
             {"type": "string", "maxLength": 60, "pattern": FOLDER_PATTERN},
-            "only the chats in this folder; empty: only those in none",
+            "only the chats in this folder (of each project, or of project_id); empty: only"
+            " those in none",
+        ),
+        Param(
+            "project_id",
+            digits(10, "only the chats of this project of yours (with its folders)"),
         ),
     ),
+    errors=(ErrorCode.NOT_FOUND,),
 )
 @login_required
 def list_chats():
-    """The caller's chats, newest activity first; archived ones only when asked."""
+    """The caller's chats, newest activity first; archived ones only when asked; one
+    project's only (with its folders) when asked."""
     archived = request.args.get("archived", "false")
     if archived not in ("true", "false"):
         raise ApiError(
@@ -169,22 +186,37 @@ def list_chats():
             folder = folder_name(folder) or ""
         except FolderNameRefused as refused:
             raise ApiError(400, str(refused), ErrorCode.INVALID_FIELD, field="folder") from None
+    project_id = requested_project()
+    session = db_session()
+    if project_id is not None:
+        require_in_project(project_id, READ)  # 404 for a project not yours
     chats = listed_conversations(
-        db_session(), current_user.id, archived=archived == "true", folder=folder
+        session, current_user.id, archived=archived == "true", folder=folder, project_id=project_id
     )
-    return jsonify({"chats": [conversation_dict(c) for c in chats]})
+    answer = {"chats": [conversation_dict(c) for c in chats]}
+    if project_id is not None:
+        answer["folders"] = folder_names(session, current_user.id, project_id)
+    return jsonify(answer)
 
 
 @bp.patch("/chats/<int:conversation_id>")
-@documented("PATCH", "Rename, pin, archive, file or move a chat", response=ChatOut, body=ChatPatch)
+@documented(
+    "PATCH",
+    "Rename, pin, archive, file or move a chat, or pick its model",
+    response=ChatOut,
+    body=ChatPatch,
+    errors=(ErrorCode.UNKNOWN_MODEL,),
+)
 @login_required
 def patch_chat(conversation_id: int):
-    """Any of title, folder, pinned, archived, project_id; the fields left out keep their
-    value."""
+    """Any of title, folder, pinned, archived, project_id, model; the fields left out keep
+    their value."""
     request.get_data(cache=True)  # read before any lock is taken
     conversation = owned_or_404(Conversation, conversation_id)
     body = body_of(ChatPatch)
     changes = {name: getattr(body, name) for name in body.model_fields_set}
+    if "model" in changes:  # 400 UNKNOWN_MODEL before anything changes
+        choose_chat_model(conversation, changes.pop("model"))
     if "project_id" in changes:
         set_chat_project(conversation, changes.pop("project_id"))
     organize_conversation(conversation, changes)
@@ -255,6 +287,7 @@ def _turn_of(body: NewMessage | CardAnswer | Regenerate | Edit) -> Turn:
         ErrorCode.INVALID_ANSWER,
         ErrorCode.CARD_NOT_AWAITING,
         ErrorCode.RUN_IN_FLIGHT,
+        ErrorCode.QUEUE_FULL,
         ErrorCode.QUOTA_EXCEEDED,
         ErrorCode.TOO_MANY_RUNS,
         ErrorCode.RATE_LIMITED,
@@ -267,7 +300,14 @@ def loop(conversation_id: int):
     # Read the body before the first write takes SQLite's lock, never while holding it.
     request.get_data(cache=True)
     owned_conversation_for_turn(conversation_id)
-    started = start_turn(conversation_id, _turn_of(body_of(LoopBody)))
+    body = body_of(LoopBody)
+    when = body.when if isinstance(body, NewMessage) else None
+    if when == "after":  # queued while a reply is being written (app/chat/queue.py)
+        done = queue_or_send(conversation_id, body.message)
+        if isinstance(done, QueuedMessage):
+            return jsonify({"runId": None, "queued": True, "queuedMessage": queued_dict(done)}), 202
+        return jsonify({"runId": done.run.id}), 202
+    started = start_turn(conversation_id, _turn_of(body), steer=when == "now")
     return jsonify({"runId": started.run.id}), 202
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from app.accounts.models import User, dummy_password_check, end_sessions, spend_a_password_hash
 from app.accounts.service import AccountError, create_user
 from app.error_codes import ErrorCode
+from app.telemetry import metrics
 from app.web import login_throttle
 from app.web.errors import error_response
 from app.web.extensions import limiter
@@ -101,6 +102,7 @@ def _slowed_down(seconds: int):
         f"Try again in {seconds} seconds."
     )
     back = (url_for("auth.login"), "Back to the login page")
+    metrics.rate_limited("login_throttle")
     return error_response(
         429, ErrorCode.RATE_LIMITED, message, {"Retry-After": str(seconds)}, back=back
     )

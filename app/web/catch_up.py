@@ -18,9 +18,11 @@ from limits.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateL
 from app.chat.branches import branch_version, current_leaf, last_sequence, shown_rows
 from app.chat.conversations import conversation_dict
 from app.chat.models import Conversation
+from app.chat.queue import queue_items
 from app.chat.runs import composer_state
 from app.db import read_transaction
 from app.events import BranchChanged, Event, RowPersisted, RunError
+from app.telemetry import metrics
 from app.web.input_gate import InputRefused, load_json, max_id
 from app.web.socket_access import SocketAccess
 
@@ -118,12 +120,14 @@ class CatchUps:
             return
         if not self.requests.spend():
             limit = self.requests.per_minute
+            metrics.rate_limited("catch_up_requests")
             self.send_error(
                 "RATE_LIMITED", f"Too many catch-up requests: at most {limit} a minute."
             )
             return
         if not self.bytes.allows(self.access.user_id):
             limit = self.bytes.per_minute
+            metrics.rate_limited("catch_up_bytes")
             self.send_error(
                 "RATE_LIMITED", f"Too many catch-up bytes: at most {limit:,} a minute per person."
             )
@@ -167,12 +171,13 @@ class CatchUps:
             # And the run's state: a run that started, paused or ended while the socket
             # was down (or before the page's socket opened) shows in its composer.
             composer = composer_state(session, self.conversation_id)
+            queued = queue_items(session, self.conversation_id)
         frames = self.frames.render(events) if events else []
         if more is not None:
             frames.append(self.frames.more(more))
         frames.append(self._title_frame(shown))
         if self.frames.sends_composer:
-            frames.append(self.frames.composer(composer))
+            frames.append(self.frames.composer(composer, queued))
         return frames
 
     def _title_frame(self, shown: dict) -> str:

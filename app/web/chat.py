@@ -34,6 +34,7 @@ from app.chat.conversations import (
 )
 from app.chat.models import Conversation, Message
 from app.chat.organize import listed_conversations, sidebar_context
+from app.chat.presets import chat_preset
 from app.chat.runs import IDLE_COMPOSER, composer_state
 from app.chat.turn import Regenerate
 from app.db import utcnow
@@ -45,12 +46,15 @@ from app.web.access import (
     owned_conversation,
     owned_conversation_for_turn,
     owned_or_404,
+    requested_preset,
+    requested_preset_id,
     shown_chat_id,
 )
 from app.web.chat_actions import (
     delete_conversation,
     edited_message,
     new_message,
+    offered_model_name,
     start_turn,
     stop_conversation,
     store_request_uploads,
@@ -63,6 +67,8 @@ from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
 from app.web.identity import db_session
 from app.web.input_gate import id_from_text
 from app.web.projects_pages import project_label
+from app.web.queue_actions import read_now
+from app.web.times import duration
 from app.workspace.attachments import AttachmentRefused, human_size
 from app.workspace.models import Attachment
 
@@ -71,10 +77,12 @@ bp.add_app_template_global(shown_chat_id)
 bp.record_once(lambda state: state.app.jinja_env.globals.update(idle_composer=IDLE_COMPOSER))
 
 
-def _page(conversation: Conversation | None, new_chat: bool = False):
+def _page(conversation: Conversation | None, new_chat: bool = False, preset_id: str | None = None):
     session = db_session()
     rows = shown_rows(session, conversation) if conversation else []
-    starters, pending = starters_for(current_user) if not rows else ([], False)
+    preset = chat_preset(session, conversation) if conversation else requested_preset(preset_id)
+    show = not rows and not (preset and preset.starters)  # a preset's own replace them
+    starters, pending = starters_for(current_user) if show else ([], False)
     return render_template(
         "chat/page.html",
         **sidebar_context(session, current_user.id),
@@ -87,6 +95,7 @@ def _page(conversation: Conversation | None, new_chat: bool = False):
         starters_pending=pending,
         branch_version=branch_version(conversation) if conversation else NEVER_BRANCHED,
         project_label=project_label(session, conversation),
+        preset=preset,
     )
 
 
@@ -113,7 +122,7 @@ def draft():
     (to /chats/start), so clicking it leaves no empty chat behind."""
     if _must_onboard():
         return redirect(url_for("chat.welcome"))
-    return _page(None, new_chat=True)
+    return _page(None, new_chat=True, preset_id=request.args.get("preset"))  # from a preset
 
 
 @bp.get("/chats/<int:conversation_id>")
@@ -123,6 +132,7 @@ def show(conversation_id: int):
     conversation = owned_conversation(conversation_id)
     if _must_onboard():
         return redirect(url_for("chat.welcome"))
+    read_now(conversation)  # opened: its unread dot goes, in every tab
     return _page(conversation)
 
 
@@ -205,7 +215,10 @@ def start():
         raise ApiError(400, "Write a message first.")
     if len(message) > settings.max_message_chars:
         raise ApiError(413, f"Messages can be at most {settings.max_message_chars} characters.")
-    conversation = create_conversation(db_session(), current_user.id)
+    preset_id = requested_preset_id(request.form.get("preset_id"))  # a draft's composer's
+    model = offered_model_name(request.form.get("model") or None)  # its header's picker
+    conversation = create_conversation(db_session(), current_user.id, preset_id=preset_id)
+    conversation.model = model or conversation.model
     # One transaction: a refused turn (an ApiError, shown by the error handlers: the
     # banner, for htmx) leaves no chat behind.
     start_turn(conversation.id, new_message(message))
@@ -431,20 +444,8 @@ def conversation_attachments(conversation_id: int):
     return pending_attachments(db_session(), conversation.id)
 
 
-@bp.app_template_filter("duration")
-def duration(ms) -> str:
-    """A step's time: "40 ms", "2.3 s", "1 min 5 s"."""
-    ms = int(ms or 0)
-    if ms < 1000:
-        return f"{ms} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
-    return f"{ms // 60_000} min {ms % 60_000 // 1000} s"
-
-
-@bp.app_template_filter("filesize")
-def filesize(size: int) -> str:
-    return human_size(size)
+bp.add_app_template_filter(duration, "duration")
+bp.add_app_template_filter(human_size, "filesize")
 
 
 @bp.post("/chats/<int:conversation_id>/attachments")

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from app.accounts.onboarding import starter_sources
 from app.chat.attachments import save_attachment
 from app.chat.conversations import conversation_dict, rename_conversation, row_dict
+from app.chat.model_choice import model_named, offered_models
 from app.chat.models import Conversation
 from app.chat.organize import (
     BulkAction,
@@ -24,7 +25,7 @@ from app.chat.organize import (
     set_pinned,
 )
 from app.chat.runs import lock_active_run, lock_conversation
-from app.chat.stop import stop_active_run
+from app.chat.stop import Stopped, stop_active_run
 from app.chat.turn import BRANCHING, Edit, NewMessage, Turn, submit_turn
 from app.chat.turn_checks import TurnRejected
 from app.chat.turns import StartedTurn, choose_branch
@@ -52,12 +53,19 @@ def edited_message(sequence: int, text: str) -> Edit:
     return Edit(sequence, text, starter_sources(current_user, text))
 
 
-def start_turn(conversation_id: int, turn: Turn) -> StartedTurn:
-    """Start `turn` in one transaction, then tell the sockets and hand the run over."""
+def start_turn(conversation_id: int, turn: Turn, steer: bool = False) -> StartedTurn:
+    """Start `turn` in one transaction, then tell the sockets and hand the run over.
+    `steer`: a run in flight is stopped first (as Stop does, keeping what it wrote), in
+    the same transaction: a turn refused leaves the run answering."""
     refuse_if_unconfirmed()
     services = current_app.extensions["services"]
     session = db_session()
+    if steer:
+        # Stop takes the run's row before the conversation's, as a run's end does
+        # (PostgreSQL): the request's ownership check may hold the conversation already.
+        session.rollback()
     try:
+        stopped = stop_active_run(session, services.hub, conversation_id) if steer else None
         started = submit_turn(session, services, conversation_id, current_user.id, turn)
         conversation = session.get(Conversation, conversation_id)
         assert conversation is not None  # submit_turn locked it
@@ -66,6 +74,8 @@ def start_turn(conversation_id: int, turn: Turn) -> StartedTurn:
     except TurnRejected as rejection:
         session.rollback()
         raise _api_error(rejection) from rejection
+    if stopped is not None:
+        _stopped_published(services, conversation_id, stopped)
     if isinstance(turn, BRANCHING):
         # Every tab re-renders the branch now shown (the sockets read it); rows of the
         # branch left are not pushed.
@@ -126,10 +136,15 @@ def stop_conversation(conversation_id: int):
     session.commit()
     if stopped is None:
         return None
+    _stopped_published(services, conversation_id, stopped)
+    return stopped.run
+
+
+def _stopped_published(services, conversation_id: int, stopped: Stopped) -> None:
+    """After the stop's commit: the run's stream is cut, and the rows it kept shown."""
     services.cancellations.add(stopped.run.id)
     for row in stopped.rows:
         services.hub.publish(conversation_id, RowPersisted(row_dict(row), stopped.run.id))
-    return stopped.run
 
 
 def delete_conversation(conversation_id: int) -> None:
@@ -227,3 +242,16 @@ def store_request_uploads(conversation_id: int, uploads: list) -> list[Attachmen
         raise
     session.commit()
     return attachments
+
+
+def offered_model_name(name: str | None) -> str | None:
+    """`name` when people may pick it (None: the default); 400 `UNKNOWN_MODEL` otherwise."""
+    settings = current_app.extensions["services"].settings
+    if name is not None and model_named(offered_models(db_session(), settings), name) is None:
+        raise ApiError(
+            400,
+            f"No model named {name!r} is offered (GET /api/models lists them).",
+            ErrorCode.UNKNOWN_MODEL,
+            field="model",
+        )
+    return name

@@ -15,6 +15,7 @@ from app.chat.organize import (
     folder_name,
     folder_names,
     listed_conversations,
+    project_names,
     sidebar_context,
 )
 from app.error_codes import ErrorCode
@@ -99,12 +100,15 @@ def organize(conversation_id: int):
 @bp.get("/chats/<int:conversation_id>/folder")
 @login_required
 def folder_form(conversation_id: int):
-    """The "Move" form in the list: the person's folders, no folder, or a new one."""
+    """The "Move" form in the list: the person's folders in the chat's project, no
+    folder, or a new one."""
     conversation = owned_or_404(Conversation, conversation_id)
+    session = db_session()
     return render_template(
         "chat/_folder_form.html",
         conversation=conversation,
-        folders=folder_names(db_session(), current_user.id),
+        folders=folder_names(session, current_user.id, conversation.project_id),
+        project_name=project_names(session, current_user.id).get(conversation.project_id),
     )
 
 

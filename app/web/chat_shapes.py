@@ -40,8 +40,9 @@ ChatTitle = Annotated[str, Field(max_length=120, pattern=NOT_BLANK)]
 
 class ChatPatch(Body):
     """Any of these; a field left out keeps its value (`model_fields_set` says which were
-    sent). Only `folder` takes null (out of its folder): the None defaults of the others
-    are never read, and a null sent for them is refused by their type."""
+    sent). Only `folder` (out of its folder) and `model` (the default) take null: the None
+    defaults of the others are never read, and a null sent for them is refused by their
+    type."""
 
     title: ChatTitle = Field(None)  # type: ignore[assignment]
     folder: FolderName = None
@@ -49,6 +50,12 @@ class ChatPatch(Body):
     archived: bool = Field(None, description="Archive it (out of the list), or restore it")  # type: ignore[assignment]
     project_id: ProjectId = Field(  # type: ignore[assignment]
         None, description="Work in this project of yours from the next run on"
+    )
+    model: str | None = Field(
+        None,
+        max_length=100,
+        description="Answer with this model (GET /api/models) from the next request on; null:"
+        " the default",
     )
 
 

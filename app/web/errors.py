@@ -15,6 +15,7 @@ from werkzeug.exceptions import (
 )
 
 from app.error_codes import ErrorCode, for_status
+from app.telemetry import metrics
 from app.web.identity import wants_json
 
 
@@ -45,7 +46,10 @@ def error_response(status: int, code: ErrorCode, message: str, headers=None, fie
     if request.headers.get("HX-Request") == "true" and not request.path.startswith("/api/"):
         # An htmx request swaps a fragment: say what went wrong in the page's banner.
         response = make_response(render_template("chat/_banner.html", message=message), status)
-        response.headers.update({"HX-Retarget": "#banner", "HX-Reswap": "outerHTML"})
+        # HX-Reselect: a form that swaps part of what comes back (hx-select) takes the banner.
+        response.headers.update(
+            {"HX-Retarget": "#banner", "HX-Reswap": "outerHTML", "HX-Reselect": "#banner"}
+        )
     elif wants_json():
         body = {"code": code, "message": message}
         if field is not None:
@@ -148,6 +152,8 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(429)
     def _rate_limited(error):
+        # flask-limiter's limits, by the route refused (its limit's name, when shared).
+        metrics.rate_limited(f"limit:{request.endpoint or 'other'}")
         retry_after = _retry_after()
         what, back = _limited_what()
         message = f"{what} Try again in {_wait_text(retry_after)}."

@@ -15,6 +15,7 @@ from wtforms.validators import (
     EqualTo,
     Length,
     Optional,
+    StopValidation,
     ValidationError,
 )
 
@@ -24,6 +25,26 @@ from app.mcp.models import POLICIES
 from app.mcp.servers import ServerRefused
 
 HEX_COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
+
+
+class _SentAtMost:
+    """The length of what was sent, blank or not: WTForms' Optional ends the chain at a
+    blank value (whitespace of any kind included) before Length can see it, so a longer run
+    of spaces was accepted."""
+
+    def __init__(self, max_length: int) -> None:
+        self.max_length = max_length
+
+    def __call__(self, form, field) -> None:
+        sent = field.raw_data[0] if field.raw_data else None
+        if isinstance(sent, str) and len(sent) > self.max_length:
+            raise StopValidation(f"Field cannot be longer than {self.max_length} characters.")
+
+
+def optional_text(max_length: int) -> list:
+    """The validators of a text that may be left blank: at most `max_length` characters as
+    sent (Length stays in the list: the OpenAPI document reads its maxLength there)."""
+    return [_SentAtMost(max_length), Optional(), Length(max=max_length)]
 
 
 class Form(FlaskForm):
@@ -110,13 +131,13 @@ class OfferForm(Form):
         }
     }
     name = StringField("Name", validators=[DataRequired(), Length(max=120)])
-    description = TextAreaField("What it is", validators=[Optional(), Length(max=4000)])
-    audience = TextAreaField("Who it is for", validators=[Optional(), Length(max=2000)])
-    price = StringField("Price", validators=[Optional(), Length(max=60)])
+    description = TextAreaField("What it is", validators=optional_text(4000))
+    audience = TextAreaField("Who it is for", validators=optional_text(2000))
+    price = StringField("Price", validators=optional_text(60))
     brand_colors = StringField(
         "Brand colours",
         description="Hex colours separated by commas, for example #1f6feb, #ffd33d",
-        validators=[Optional(), Length(max=200)],
+        validators=optional_text(200),
     )
 
     def validate_brand_colors(self, field):
@@ -139,9 +160,9 @@ class OfferForm(Form):
 class PersonaForm(Form):
     name = StringField("Name", validators=[DataRequired(), Length(max=120)])
     offer_id = SelectField("For offer", coerce=int, validate_choice=True)
-    description = TextAreaField("Who they are", validators=[Optional(), Length(max=4000)])
-    pains = TextAreaField("Pains", validators=[Optional(), Length(max=2000)])
-    goals = TextAreaField("Goals", validators=[Optional(), Length(max=2000)])
+    description = TextAreaField("Who they are", validators=optional_text(4000))
+    pains = TextAreaField("Pains", validators=optional_text(2000))
+    goals = TextAreaField("Goals", validators=optional_text(2000))
 
     def apply_to(self, persona) -> None:
         persona.name = self.name.data.strip()
@@ -193,6 +214,37 @@ class TokenForm(Form):
 
 class ConfirmForm(Form):
     """A form with nothing but the CSRF token, for buttons that change something."""
+
+
+# -- settings: projects ----------------------------------------------------------------
+
+
+class ProjectNameForm(Form):
+    name = StringField(
+        "Project name",
+        filters=[lambda value: value.strip() if isinstance(value, str) else value],
+        validators=[DataRequired(message="Name the project."), Length(max=80)],
+    )
+
+
+INVITE_ROLES = ["editor", "viewer", "owner"]  # the likeliest first
+
+
+class InviteForm(Form):
+    email = StringField(
+        "Email address",
+        validators=[
+            DataRequired(message="Write their email address."),
+            Email(message="That is not an email address."),
+            Length(max=254),
+        ],
+    )
+    role = StringField(
+        "Role",
+        default="editor",
+        validators=[AnyOf(INVITE_ROLES, "Choose a role: editor, viewer or owner.")],
+    )
+    roles = INVITE_ROLES
 
 
 # -- settings: memory and account ------------------------------------------------------
@@ -264,7 +316,7 @@ class WelcomeForm(Form):
         "Website (optional)",
         filters=[_stripped],
         description="We read its front page once to suggest first requests.",
-        validators=[Optional(), Length(max=300)],
+        validators=optional_text(300),
     )
 
     def validate_website(self, field):
@@ -290,8 +342,8 @@ POLICY_LABELS = {
 
 class McpServerForm(Form):
     name = StringField("Name", validators=[DataRequired(), Length(max=32)])
-    url = StringField("Server URL", validators=[Optional(), Length(max=2000)])
-    command = StringField("Or a local command (admins)", validators=[Optional(), Length(max=2000)])
+    url = StringField("Server URL", validators=optional_text(2000))
+    command = StringField("Or a local command (admins)", validators=optional_text(2000))
     headers = TextAreaField("Headers, one 'Name: value' a line", validators=[Length(max=8000)])
     policy = StringField(
         "When to ask", default="when_tainted", validators=[AnyOf(POLICIES, "Choose a policy.")]

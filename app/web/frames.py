@@ -46,8 +46,8 @@ class JsonFrames:
     def flush(self) -> list[str]:
         return []
 
-    def composer(self, state: ComposerState) -> str:
-        return ""
+    def composer(self, state: ComposerState, queued: list[dict] | None = None) -> str:
+        return ""  # JSON clients get the `queue` frame itself
 
 
 class HtmlFrames:
@@ -62,11 +62,17 @@ class HtmlFrames:
     # catch-up; never worked out from the events alone, which a page may get late.
     sends_composer = True
 
-    def __init__(self, conversation_id: int, snapshot: LiveState, clock=time.monotonic):
+    def __init__(
+        self,
+        conversation_id: int,
+        snapshot: LiveState,
+        clock=time.monotonic,
+        cost_clock=time.perf_counter,
+    ):
         self.conversation_id = conversation_id
         self.live = snapshot
         # The live text is sent rendered as Markdown, a few times a second (live_text.py).
-        self.live_text = LiveText(clock)
+        self.live_text = LiveText(clock, cost_clock)
 
     def opening(self) -> list[str]:
         return [self._live_area()] if self.live.run_id is not None else []
@@ -92,7 +98,9 @@ class HtmlFrames:
         return [html] if html else []
 
     def _live_text_frame(self) -> str:
-        return self.live_text.frame(self.live.text) if self.live.run_id is not None else ""
+        if self.live.run_id is None or not self.live_text.ready():
+            return ""  # (the text is read only for a render: reading it joins its deltas)
+        return self.live_text.frame(self.live.text)
 
     def _event(self, event: ev.Event) -> str:
         steps_before = len(self.live.steps)
@@ -117,6 +125,7 @@ class HtmlFrames:
             case ev.Status(state=state):
                 html = self._status()
                 if state == "retrying":  # the failed attempt's text is discarded
+                    self.live_text.closed()
                     html += _empty_live_text()
                 return html
             case ev.Done():
@@ -155,10 +164,20 @@ class HtmlFrames:
         """Rows appended, or the rows replaced (`swap`, `branch_version`: chat/_rows.html)."""
         return _template("chat/_rows.html", rows=rows, conversation_id=self.conversation_id, **swap)
 
-    def composer(self, state: ComposerState) -> str:
-        """The composer in the run's state, with its version (chat/_composer.html)."""
-        return _template(
+    def composer(self, state: ComposerState, queued: list[dict] | None = None) -> str:
+        """The composer in the run's state, with its version (chat/_composer.html), and
+        the queue above it (chat/_queue.html: what it says follows the run's state)."""
+        html = _template(
             "chat/_composer.html", conversation_id=self.conversation_id, state=state, swap_oob=True
+        )
+        if queued is None:
+            return html
+        return html + _template(
+            "chat/_queue.html",
+            conversation_id=self.conversation_id,
+            state=state,
+            queued=queued,
+            swap_oob=True,
         )
 
     def more(self, after: int) -> str:

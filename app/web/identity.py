@@ -12,6 +12,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import ApiToken, User, hash_token
+from app.chat.turn_checks import lock_for_turn_signing_in
 from app.db import Database, as_loaded, read_transaction, utcnow
 from app.web.session import session_is_current
 
@@ -65,17 +66,45 @@ def bearer_token() -> str | None:
     return None
 
 
-def user_from_bearer(raw: str) -> User | None:
-    session = db_session()
+# The routes that start a turn in the chat their URL names: their sign-in is the turn's own
+# first read (the conversation locked, with the person and the token), not a read before it.
+# The body is read by then (app.web.input_gate), so the lock is not held across its wait.
+TURN_ENDPOINTS = frozenset({"api.loop", "chat.send_message"})
+
+
+def _turn_chat_id() -> int | None:
+    if request.method != "POST" or request.endpoint not in TURN_ENDPOINTS:
+        return None
+    return (request.view_args or {}).get("conversation_id")
+
+
+def _token_and_user(session: Session, token_hash: str) -> tuple[ApiToken, User] | None:
+    chat_id = _turn_chat_id()
+    if chat_id is not None:
+        signed_in = lock_for_turn_signing_in(session, chat_id, token_hash=token_hash)
+        if signed_in is not None:
+            user, token = signed_in
+            assert token is not None
+            return token, user
     with read_transaction(session):
-        found = session.execute(_TOKEN_AND_USER, {"token_hash": hash_token(raw)}).first()
+        found = session.execute(_TOKEN_AND_USER, {"token_hash": token_hash}).first()
         if found is None:
             return None
         # Made inside the read transaction: adding them after it would begin another.
         row = found._mapping
         token = as_loaded(session, ApiToken, {k: row[label] for label, k in _TOKEN_COLUMNS.items()})
-        user = as_loaded(session, User, {key: row[key] for key in _USER_COLUMNS})
+        return token, as_loaded(session, User, {key: row[key] for key in _USER_COLUMNS})
+
+
+def user_from_bearer(raw: str) -> User | None:
+    session = db_session()
+    found = _token_and_user(session, hash_token(raw))
+    if found is None:
+        session.rollback()
+        return None
+    token, user = found
     if not token.active:
+        session.rollback()  # a turn's locks, if its read found the token
         return None
     g.token_scopes = token.scope_set
     g.token_id, g.token_expires_at = token.id, token.expires_at  # a socket ends with them
@@ -105,12 +134,21 @@ def load_user(user_id_text: str) -> User | None:
         user_id = int(user_id_text)
     except ValueError:
         return None
-    with read_transaction(db_session()) as session:
-        found = session.execute(_USER, {"user_id": user_id}).first()
-        user = as_loaded(session, User, dict(found._mapping)) if found is not None else None
+    session = db_session()
+    chat_id = _turn_chat_id()
+    signed_in = None
+    if chat_id is not None:
+        signed_in = lock_for_turn_signing_in(session, chat_id, user_id=user_id)
+    if signed_in is not None:
+        user: User | None = signed_in[0]
+    else:
+        with read_transaction(session):
+            found = session.execute(_USER, {"user_id": user_id}).first()
+            user = as_loaded(session, User, dict(found._mapping)) if found is not None else None
     if user is None or not session_is_current(user):
         # Ended (logout, new password, "log out everywhere", deletion) or too old: the
         # browser's cookie is cleared and the request is anonymous.
+        session.rollback()  # a turn's locks, if its read found the person
         flask_session.clear()
         return None
     return user

@@ -47,8 +47,18 @@ def send_address_confirmation(user: User) -> None:
     send_letter(user.email, letters.address_confirmation(link))
 
 
+def mail_is_on() -> bool:
+    """Whether mails go to an SMTP server (else they are only written to the log)."""
+    return mailer().server is not None
+
+
 def send_invitation(to: str, inviter_name: str, project_name: str, accept_url: str) -> Future[bool]:
     """Invite `to` to a project (the projects' invitations call this once the invitation
     is committed); the future says whether the mail went (False without SMTP_URL: it is
     in the log, and the inviter can copy `accept_url` from the page)."""
     return send_letter(to, letters.invitation(inviter_name, project_name, accept_url))
+
+
+def send_added_note(to: str, inviter_name: str, project_name: str, project_url: str) -> None:
+    """Tell a person with an account that they were added to a project."""
+    send_letter(to, letters.added_to_project(inviter_name, project_name, project_url))

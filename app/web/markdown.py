@@ -41,6 +41,8 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markupsafe import Markup, escape
 
+from app.web.offload import off_the_loop
+
 MAX_INPUT_CHARS = 200_000
 TRUNCATION_MARKER = "[truncated]"
 HEADING_DEMOTION = 2
@@ -243,7 +245,18 @@ def decorate_code_blocks(html: str) -> str:
     return html.replace(_CODE_BLOCK_CLOSE, _CODE_BLOCK_CLOSE + "</div>")
 
 
+# A message longer than this is rendered in a thread off `make run`'s serving loop: a long
+# report's tables take markdown-it and the sanitizer past 100 ms on a slow machine.
+OFF_THE_LOOP_CHARS = 8_000
+
+
 def render_message(text: str | None) -> Markup:
     """A model's message in the chat: `render_markdown`, then `decorate_code_blocks`. The
     same for a persisted row and for the live segment while it streams."""
+    if text and len(text) > OFF_THE_LOOP_CHARS:
+        return off_the_loop(_rendered_message, text)
+    return _rendered_message(text)
+
+
+def _rendered_message(text: str | None) -> Markup:
     return Markup(decorate_code_blocks(str(render_markdown(text))))

@@ -20,6 +20,7 @@ class ProjectOut(BaseModel):
     personal: bool
     role: str = Field(description="Your role: owner, editor or viewer")
     created_at: str
+    unread: int = Field(0, description="Your chats in it with a reply you have not seen yet")
 
 
 class ProjectList(BaseModel):
@@ -62,6 +63,10 @@ class MemberList(BaseModel):
 class MemberAdded(BaseModel):
     member: MemberOut | None = None
     invitation: InvitationOut | None = None
+    mailed: bool = Field(
+        description="The mail (the invitation, or a note to an account added at once) was "
+        "handed to the SMTP server; false when SMTP_URL is unset: copy `accept_url` instead"
+    )
 
 
 class InvitationList(BaseModel):

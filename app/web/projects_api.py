@@ -5,22 +5,23 @@ not exist; a member whose role does not allow it, 403 PROJECT_ROLE."""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request, url_for
+from flask import Blueprint, jsonify, request
 from flask_login import current_user, login_required
-from sqlalchemy import delete, select
 
 from app.accounts import projects as rules
 from app.accounts.models import User
 from app.accounts.project_models import Project, ProjectInvitation, ProjectMember
-from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
+from app.chat.unread import unread_counts
 from app.db import read_transaction
 from app.error_codes import ErrorCode
+from app.web import project_removal as removal
 from app.web.api import body_of
 from app.web.errors import ApiError
 from app.web.identity import db_session
 from app.web.openapi import documented
 from app.web.project_access import refused as _refused
 from app.web.project_access import require as _require
+from app.web.project_invites import invite
 from app.web.project_shapes import (
     InvitationAccept,
     InvitationList,
@@ -34,14 +35,13 @@ from app.web.project_shapes import (
     ProjectOut,
 )
 from app.web.socket_access import announce_left_project
-from app.workspace.models import Attachment
 
 bp = Blueprint("projects_api", __name__, url_prefix="/api")
 
 ROLE = (ErrorCode.PROJECT_ROLE,)
 
 
-def project_dict(project: Project, role: str) -> dict:
+def project_dict(project: Project, role: str, unread: int = 0) -> dict:
     return ProjectOut.model_validate(
         {
             "id": project.id,
@@ -49,6 +49,7 @@ def project_dict(project: Project, role: str) -> dict:
             "personal": project.personal,
             "role": role,
             "created_at": project.created_at.isoformat() + "Z",
+            "unread": unread,
         }
     ).model_dump(mode="json")
 
@@ -57,7 +58,7 @@ def _member_dict(member: ProjectMember, user: User) -> dict:
     return {"user_id": user.id, "email": user.email, "name": user.name, "role": member.role}
 
 
-def _invitation_dict(invitation: ProjectInvitation, project: Project, token: str = "") -> dict:
+def _invitation_dict(invitation: ProjectInvitation, project: Project, accept_url: str = "") -> dict:
     data = {
         "id": invitation.id,
         "project_id": project.id,
@@ -66,8 +67,8 @@ def _invitation_dict(invitation: ProjectInvitation, project: Project, token: str
         "role": invitation.role,
         "expires_at": invitation.expires_at.isoformat() + "Z",
     }
-    if token:
-        data["accept_url"] = url_for("projects.invitation", token=token, _external=True)
+    if accept_url:
+        data["accept_url"] = accept_url
     return data
 
 
@@ -81,7 +82,10 @@ def list_projects():
     session = db_session()
     with read_transaction(session):
         mine = rules.projects_of(session, current_user.id)
-        return jsonify({"projects": [project_dict(p, role) for p, role in mine]})
+        unread = unread_counts(session, current_user.id)
+        return jsonify(
+            {"projects": [project_dict(p, role, unread.get(p.id, 0)) for p, role in mine]}
+        )
 
 
 @bp.post("/projects")
@@ -111,7 +115,8 @@ def get_project(project_id: int):
     session = db_session()
     with read_transaction(session):
         role = _require(project_id, rules.READ)
-        return jsonify(project_dict(session.get_one(Project, project_id), role))
+        unread = unread_counts(session, current_user.id).get(project_id, 0)
+        return jsonify(project_dict(session.get_one(Project, project_id), role, unread))
 
 
 @bp.patch("/projects/<int:project_id>")
@@ -141,31 +146,10 @@ def rename_project(project_id: int):
 def delete_project(project_id: int):
     session = db_session()
     _require(project_id, rules.MANAGE)
-    project = session.get_one(Project, project_id)
-    if project.personal:
-        raise ApiError(409, "A personal project cannot be deleted.", ErrorCode.CONFLICT)
-    members = list(
-        session.scalars(select(ProjectMember.user_id).where(ProjectMember.project_id == project_id))
-    )
-    chats = select(Conversation.id).where(Conversation.project_id == project_id)
-    runs = list(
-        session.scalars(
-            select(Run.id).where(
-                Run.conversation_id.in_(chats), Run.status.in_(ACTIVE_RUN_STATUSES)
-            )
-        )
-    )
-    # One transaction: the chats' attachments, then the project (the database's ON DELETE
-    # rules take its members, invitations, workspace and chats with it).
-    session.execute(delete(Attachment).where(Attachment.conversation_id.in_(chats)))
-    session.expunge(project)
-    session.execute(delete(Project).where(Project.id == project_id))
-    session.commit()
-    cancellations = current_app.extensions["services"].cancellations
-    for run_id in runs:  # they stop at their next event
-        cancellations.add(run_id)
-    for user_id in members:
-        announce_left_project(user_id, project_id)
+    try:
+        removal.delete_project(session, project_id)
+    except removal.PersonalProject:
+        raise ApiError(409, "A personal project cannot be deleted.", ErrorCode.CONFLICT) from None
     return "", 204
 
 
@@ -183,12 +167,7 @@ def list_members(project_id: int):
         members = [_member_dict(m, u) for m, u in rules.members_of(session, project_id)]
         invitations = []
         if role == rules.OWNER:  # addresses not yet members: the owners' to see
-            pending = session.scalars(
-                select(ProjectInvitation).where(
-                    ProjectInvitation.project_id == project_id,
-                    ProjectInvitation.accepted_at.is_(None),
-                )
-            )
+            pending = rules.pending_invitations(session, project_id)
             invitations = [_invitation_dict(i, project) for i in pending]
         return jsonify({"members": members, "invitations": invitations})
 
@@ -196,7 +175,8 @@ def list_members(project_id: int):
 @bp.post("/projects/<int:project_id>/members")
 @documented(
     "POST",
-    "Add a member by email (owners): at once for an account, else an invitation to copy",
+    "Add a member by email (owners): at once for an account, else an invitation, mailed "
+    "when SMTP_URL is set (`mailed`), its link to copy otherwise",
     response=MemberAdded,
     status=201,
     body=MemberAdd,
@@ -209,17 +189,17 @@ def add_member(project_id: int):
     _require(project_id, rules.MANAGE)
     body = body_of(MemberAdd)
     try:
-        added = rules.add_member(session, project_id, current_user.id, body.email, body.role)
+        invited = invite(session, project_id, body.email, body.role)
     except rules.ProjectRefused as refusal:
-        session.rollback()
         raise _refused(refusal) from None
-    session.commit()
-    if added.member is not None:
-        user = session.get_one(User, added.member.user_id)
-        return jsonify({"member": _member_dict(added.member, user)}), 201
-    assert added.invitation is not None
+    if invited.member is not None:
+        assert invited.user is not None
+        member = _member_dict(invited.member, invited.user)
+        return jsonify({"member": member, "mailed": invited.mailed}), 201
+    assert invited.invitation is not None
     project = session.get_one(Project, project_id)
-    return jsonify({"invitation": _invitation_dict(added.invitation, project, added.token)}), 201
+    answer = _invitation_dict(invited.invitation, project, invited.accept_url)
+    return jsonify({"invitation": answer, "mailed": invited.mailed}), 201
 
 
 @bp.patch("/projects/<int:project_id>/members/<int:user_id>")
@@ -248,21 +228,42 @@ def change_member(project_id: int, user_id: int):
 @bp.delete("/projects/<int:project_id>/members/<int:user_id>")
 @documented(
     "DELETE",
-    "Remove a member (owners; not the last owner: 409); their sockets on its chats close",
+    "Remove a member (owners), or leave (any member, with their own id); not the last "
+    "owner nor from a personal project: 409; their sockets on its chats close",
     status=204,
     errors=(*ROLE, ErrorCode.CONFLICT),
 )
 @login_required
 def remove_member(project_id: int, user_id: int):
     session = db_session()
-    _require(project_id, rules.MANAGE)
     try:
+        rules.require_removal(session, current_user.id, project_id, user_id)
         rules.remove_member(session, project_id, user_id)
     except rules.ProjectRefused as refusal:
         session.rollback()
         raise _refused(refusal) from None
     session.commit()
     announce_left_project(user_id, project_id)
+    return "", 204
+
+
+@bp.delete("/projects/<int:project_id>/invitations/<int:invitation_id>")
+@documented(
+    "DELETE",
+    "Revoke an open invitation (owners): its link stops working",
+    status=204,
+    errors=ROLE,
+)
+@login_required
+def revoke_invitation(project_id: int, invitation_id: int):
+    session = db_session()
+    _require(project_id, rules.MANAGE)
+    try:
+        rules.revoke_invitation(session, project_id, invitation_id)
+    except rules.ProjectRefused as refusal:
+        session.rollback()
+        raise _refused(refusal) from None
+    session.commit()
     return "", 204
 
 

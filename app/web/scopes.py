@@ -2,7 +2,7 @@
 
 read: GET (and HEAD) on pages, the API and sockets. chat: every other request that is not
 admin: sending, answering cards, stopping, branches, uploads and edits of one's own things.
-admin: the admin pages and the admin API (only an admin can hold it, and admin_required
+admin: the admin pages, the admin API and `GET /metrics` (only an admin can hold it, and admin_required
 still checks that the person is one). Some account actions need a browser session and
 refuse every token: making or revoking tokens (a token never mints tokens), changing the
 password, ending sessions, logging out."""
@@ -28,7 +28,7 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def required_scope(endpoint: str, path: str, method: str) -> str:
-    if endpoint.partition(".")[0] == "admin" or path.startswith("/api/admin/"):
+    if endpoint.partition(".")[0] in ("admin", "metrics") or path.startswith("/api/admin/"):
         return "admin"
     if endpoint == "mcp_server.endpoint":
         return "read"  # every MCP message is a POST; each tool checks its own scope

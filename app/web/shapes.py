@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -224,6 +224,9 @@ class ChatCreate(Body):
     project_id: ProjectId | None = Field(
         None, description="A project of yours (default: your personal one)"
     )
+    preset_id: ProjectId | None = Field(
+        None, description="Start it from a preset of yours or one for everyone"
+    )
 
 
 class ChatCreated(BaseModel):
@@ -237,11 +240,27 @@ class ChatOut(BaseModel):
     updated_at: str
     pinned: bool = Field(description="Shown first in the sidebar")
     archived: bool = Field(description="Out of the list (still searchable); restorable")
-    folder: str | None = Field(description="The folder it is in; null: none")
+    folder: str | None = Field(description="The folder it is in (of its project); null: none")
+    project_id: int = Field(description="The project it works in")
+    model: str | None = Field(
+        description="The model it picked (GET /api/models); null: the default's. A pick no"
+        " longer offered answers with the default"
+    )
+    unread: bool = Field(
+        description="A reply ended (or waits on a card) since you last looked at the chat"
+    )
+    preset_id: int | None = Field(
+        description="The preset it was started from; null: none (or it was deleted)"
+    )
 
 
 class ChatList(BaseModel):
     chats: list[ChatOut]
+    folders: list[str] | None = Field(
+        None,
+        description="With project_id only: your folders in that project (archived chats'"
+        " too), alphabetical",
+    )
 
 
 class RowOut(Loose):
@@ -296,6 +315,12 @@ class NewMessage(Body):
     """Send a message."""
 
     message: MessageText
+    when: Literal["after", "now"] | None = Field(
+        None,
+        description="While a reply is being written: 'after' queues the message (202 "
+        "queued), 'now' stops the reply where it is and sends the message (steer). Left "
+        "out: 409 RUN_IN_FLIGHT while a reply is being written",
+    )
 
 
 class CardAnswer(Body):
@@ -321,9 +346,10 @@ LOOP_KINDS["edit"] = "edit"
 
 
 def _loop_kind(value: Any) -> str | None:
-    if isinstance(value, dict) and len(value) == 1:
-        return LOOP_KINDS.get(next(iter(value)))
-    return None
+    if not isinstance(value, dict):
+        return None
+    keys = [key for key in value if key != "when" or "message" not in value]
+    return LOOP_KINDS.get(keys[0]) if len(keys) == 1 else None
 
 
 class LoopBody(RootModel):
@@ -342,8 +368,22 @@ class LoopBody(RootModel):
     ]
 
 
+class QueuedOut(BaseModel):
+    id: int
+    message: str
+    created_at: str
+
+
+class QueueOut(BaseModel):
+    queue: list[QueuedOut] = Field(description="Oldest (sent next) first")
+
+
 class RunStarted(BaseModel):
-    runId: int  # noqa: N815
+    runId: int | None = Field(  # noqa: N815
+        description="The run that answers; null when the message was queued"
+    )
+    queued: bool | None = Field(None, description='True: kept in the queue ("when": "after")')
+    queuedMessage: QueuedOut | None = None  # noqa: N815
 
 
 class BranchBody(Body):

@@ -13,10 +13,13 @@ from flask_login import current_user
 from app import events as ev
 from app.accounts.projects import membership
 from app.chat.models import Conversation
+from app.chat.queue import queue_items
 from app.chat.runs import composer_state
 from app.db import read_transaction
 from app.events import AccessEnded, BranchChanged
+from app.telemetry import metrics, tracing
 from app.web.catch_up import AccessGone, CatchUps, shown_branch
+from app.web.context_gauge import changes_context, gauge_frame
 from app.web.extensions import sock
 from app.web.frames import HtmlFrames, JsonFrames
 from app.web.identity import bearer_token, db_session
@@ -113,10 +116,15 @@ def _socket_slot(ws, services, user_id: int, limit: int):
             held.add(ws)
         elif not held:
             del _open_sockets[key]
+    if taken:
+        metrics.socket_opened()
+    else:
+        metrics.rate_limited("too_many_sockets")
     try:
         yield taken
     finally:
         if taken:
+            metrics.socket_closed()
             with _open_lock:
                 held.discard(ws)
                 if not held:
@@ -126,6 +134,7 @@ def _socket_slot(ws, services, user_id: int, limit: int):
 @sock.route("/ws/chats/<int:conversation_id>", bp=bp)
 def chat_socket(ws, conversation_id: int):
     """The chat's websocket: rows, live text and run frames, as HTML or JSON (docs/CONTRACT.md)."""
+    tracing.current().set("gen_ai.conversation.id", str(conversation_id))  # its request's span
     refused, project_id = _refusal(conversation_id)
     if refused:
         _refuse(ws, POLICY_VIOLATION, refused)
@@ -160,8 +169,34 @@ def _refuse(ws, reason: int, message: str) -> None:
     ws.thread.join(timeout=CLOSE_ANSWER_SECONDS)
 
 
+class _Doorbell:
+    """Stands in for simple_websocket's `event`, which its reader thread sets whenever a
+    message or the close arrives: setting it also wakes the socket's wait on its
+    subscription, so a catch-up asked on a quiet chat is answered at once (it waited for
+    the next event or WAIT_SECONDS) and a client's close is seen at once."""
+
+    def __init__(self, event, ring) -> None:
+        self._event = event
+        self._ring = ring
+
+    def set(self) -> None:
+        self._event.set()
+        self._ring()
+
+    def __getattr__(self, name: str):
+        return getattr(self._event, name)
+
+
+def _ring_on_client_messages(ws, subscription) -> None:
+    event = getattr(ws, "event", None)
+    if event is not None:  # (simple_websocket's; another server's socket waits as before)
+        ws.event = _Doorbell(event, subscription.wake)
+        subscription.wake()  # for a message that arrived before the doorbell was in place
+
+
 def _serve(ws, services, conversation_id: int, access: SocketAccess) -> None:
     subscription = services.hub.subscribe(conversation_id, current_user.id)
+    _ring_on_client_messages(ws, subscription)
     try:
         # Read again once subscribed: an end committed before this read is seen here, one
         # after it is published after it, so it reaches the subscription.
@@ -228,6 +263,10 @@ def _relay(ws, subscription, frames, catch_ups: CatchUps) -> None:
             ws.send(frame)
         if frames.sends_composer and _changes_run_state(conversation_id, batch):
             ws.send(composer_frame(frames, conversation_id))
+        if frames.sends_composer and changes_context(batch):
+            gauge = gauge_frame(conversation_id)  # the header's context gauge
+            if gauge:
+                ws.send(gauge)
         last_send = time.monotonic()
         if subscription.overflowed:
             # Too far behind: reconnecting catches up from rows and the live state.
@@ -241,9 +280,10 @@ def _relay(ws, subscription, frames, catch_ups: CatchUps) -> None:
 def _changes_run_state(conversation_id: int, batch: list) -> bool:
     """Whether the batch may change what the composer shows: a run of this chat started
     or ended (its status is published with every start and end), or another branch is
-    shown (a card left there is dismissed)."""
+    shown (a card left there is dismissed), or the chat's queue changed (it shows with
+    the composer: app.web.frames.HtmlFrames.composer)."""
     return any(
-        isinstance(event, ev.Done | BranchChanged)
+        isinstance(event, ev.Done | BranchChanged | ev.QueueChanged)
         or (
             isinstance(event, ev.ConversationChanged)
             and event.conversation.get("id") == conversation_id
@@ -260,7 +300,8 @@ def composer_frame(frames, conversation_id: int) -> str:
         read_transaction(session),
     ):
         state = composer_state(session, conversation_id)
-    return frames.composer(state)
+        queued = queue_items(session, conversation_id)
+    return frames.composer(state, queued)
 
 
 def _without_access_ended(access: SocketAccess, batch: list) -> list:
@@ -283,8 +324,10 @@ def _wait_seconds(frames) -> float:
 
 
 def _read_client_messages(ws, catch_ups: CatchUps) -> None:
-    """Clients may send `{"after": N}` at any time to catch up."""
-    while ws.connected:
+    """Clients may send `{"after": N}` at any time to catch up. Read only what the
+    socket's reader has already buffered: asking with nothing there (a receive with timeout
+    0) costs a timer and a round trip through gevent's loop, after every frame sent."""
+    while ws.connected and ws.input_buffer:
         message = ws.receive(timeout=0)
         if message is None:
             return

@@ -22,6 +22,16 @@ def _instant(value: str | datetime | None) -> datetime | None:
     return value.astimezone(UTC)
 
 
+def duration(ms) -> str:
+    """A step's time: "40 ms", "2.3 s", "1 min 5 s"."""
+    ms = int(ms or 0)
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms // 60_000} min {ms % 60_000 // 1000} s"
+
+
 def utc_iso(value) -> str:
     """`2025-03-12T10:04:05Z`: a valid `datetime` attribute."""
     instant = _instant(value)

@@ -16,6 +16,12 @@ def _owner() -> Mapped[int]:
     return mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
 
 
+def _maker() -> Mapped[int | None]:
+    """Who made it: None once they are deleted (what they made in a shared project stays
+    with the project; app/accounts/person_projects.py)."""
+    return mapped_column(ForeignKey("users.id", ondelete="SET NULL"), index=True)
+
+
 def _project() -> Mapped[int]:
     """The project whose workspace holds it (app/accounts/project_models.py); `user_id`
     is who made it."""
@@ -31,7 +37,7 @@ class Offer(Base):
     __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = _owner()
+    user_id: Mapped[int | None] = _maker()
     project_id: Mapped[int] = _project()
     name: Mapped[str] = mapped_column(String(120))
     description: Mapped[str] = mapped_column(Text, default="")
@@ -58,7 +64,7 @@ class Persona(Base):
     __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = _owner()
+    user_id: Mapped[int | None] = _maker()
     project_id: Mapped[int] = _project()
     offer_id: Mapped[int | None] = _optional_offer()
     name: Mapped[str] = mapped_column(String(120))
@@ -74,7 +80,7 @@ class VisualAsset(Base):
     __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = _owner()
+    user_id: Mapped[int | None] = _maker()
     project_id: Mapped[int] = _project()
     offer_id: Mapped[int | None] = _optional_offer()
     kind: Mapped[str] = mapped_column(String(16), default="image")
@@ -103,7 +109,7 @@ class Output(Base):
     __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = _owner()
+    user_id: Mapped[int | None] = _maker()
     project_id: Mapped[int] = _project()
     offer_id: Mapped[int | None] = _optional_offer()
     conversation_id: Mapped[int | None] = mapped_column(
@@ -123,7 +129,7 @@ class Character(Base):
     __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = _owner()
+    user_id: Mapped[int | None] = _maker()
     project_id: Mapped[int] = _project()
     persona_id: Mapped[int | None] = mapped_column(
         ForeignKey("personas.id", ondelete="SET NULL"), index=True
@@ -144,7 +150,7 @@ class Campaign(Base):
     __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = _owner()
+    user_id: Mapped[int | None] = _maker()
     project_id: Mapped[int] = _project()
     offer_id: Mapped[int | None] = _optional_offer()
     name: Mapped[str] = mapped_column(String(200))

@@ -95,7 +95,9 @@ def test_move_select_and_restore(page, live_server, live_app, person):
     assert audit(page) == []
     page.fill(f"#new-folder-{first}", "Clients")
     page.click(f"#conv-{first} button:has-text('Move')")
-    page.wait_for_selector(f"details.folder-group ul[data-group='folder:Clients'] #conv-{first}")
+    page.wait_for_selector(
+        f"details.folder-group ul[data-group^='folder:'][data-group$=':Clients'] #conv-{first}"
+    )
     _settled(page)
     # The next Move offers the folder that now exists.
     # (Dispatched: the socket's news of the first move may shift the list under a pointer.)
@@ -103,7 +105,7 @@ def test_move_select_and_restore(page, live_server, live_app, person):
     page.wait_for_selector(f"#new-folder-{second}")
     page.check(f"#conv-{second} input[type=radio][value=Clients]")
     page.click(f"#conv-{second} button:has-text('Move')")
-    page.wait_for_selector(f"ul[data-group='folder:Clients'] #conv-{second}")
+    page.wait_for_selector(f"ul[data-group^='folder:'][data-group$=':Clients'] #conv-{second}")
     _settled(page)
     # The folder folds away, and opens again.
     page.click("details.folder-group > summary")
@@ -135,3 +137,33 @@ def test_move_select_and_restore(page, live_server, live_app, person):
     page.wait_for_selector(f"#archived-{first}", state="detached")
     _stored(live_app, first, lambda c: c.archived_at is None and c.folder == "Clients")
     assert page.is_visible(f"#archived-{second}")
+
+
+def test_a_person_in_two_projects_sees_each_projects_folders(page, live_server, person):
+    """Folders belong to a project: the same name in two is two groups, each naming its
+    project, and Move offers the chat's own project's folders."""
+    log_in(page, live_server)
+    csrf = {"X-CSRFToken": json.loads(page.get_attribute("body", "hx-headers"))["X-CSRFToken"]}
+    team = page.request.post(
+        f"{live_server.url}/api/projects", data={"name": "Launch team"}, headers=csrf
+    ).json()["id"]
+    home = _make_chat(page, live_server, "Notes")
+    team_chat = page.request.post(
+        f"{live_server.url}/api/chats", data={"title": "Brief", "project_id": team}, headers=csrf
+    ).json()["id"]
+    loose = _make_chat(page, live_server, "Loose ends")
+    for chat, folder in ((home, "Drafts"), (team_chat, "Drafts")):
+        response = page.request.patch(
+            f"{live_server.url}/api/chats/{chat}", data={"folder": folder}, headers=csrf
+        )
+        assert response.status == 200, response.text()
+    _open(page, live_server, loose)
+
+    groups = page.locator("details.folder-group > summary")
+    assert groups.all_inner_texts() == ["Drafts in Launch team (1)", "Drafts in Personal (1)"]
+    page.wait_for_selector(f"ul[data-group='folder:{team}:Drafts'] #conv-{team_chat}")
+    page.hover(f"#conv-{loose}")
+    page.click(f"#conv-{loose} button:has-text('Move')")
+    page.wait_for_selector(f"#new-folder-{loose}")
+    assert page.locator(f"#conv-{loose} input[type=radio]").count() == 2  # Drafts, No folder
+    assert audit(page) == []

@@ -66,10 +66,49 @@ def _organized_chats(user_id: int) -> list:
 
     return [
         Conversation(user_id=user_id, title="Launch plan", pinned_at=utcnow()),
-        Conversation(user_id=user_id, title="Acme brief", folder="Clients"),
+        # Unread: its dot, and the list's "Unread" heading with its count.
+        Conversation(user_id=user_id, title="Acme brief", folder="Clients", unread=True),
         Conversation(user_id=user_id, title="Acme follow-up", folder="Clients"),
         Conversation(user_id=user_id, title="Old quiz idea", archived_at=utcnow()),
     ]
+
+
+def _shared_projects(session, user_id: int) -> int:
+    """Ada's team with Bob, an editor, and an open invitation; and Bob's studio, which
+    invites Ada (on her Projects page, with its Join button). Returns the team's id."""
+    from datetime import timedelta
+
+    from app.accounts.project_models import ProjectInvitation, ProjectMember
+    from app.accounts.projects import create_project, token_digest
+    from app.accounts.service import create_user
+    from app.db import utcnow
+
+    bob = create_user(session, "bob@example.com", "correct horse battery")
+    team = create_project(session, user_id, "Launch team")
+    studio = create_project(session, bob.id, "Bob's studio")
+    week = utcnow() + timedelta(days=7)
+    session.add_all(
+        [
+            ProjectMember(project_id=team.id, user_id=bob.id, role="editor"),
+            ProjectInvitation(
+                project_id=team.id,
+                email="carol@example.com",
+                role="viewer",
+                token_digest=token_digest("screens-carol"),
+                invited_by_id=user_id,
+                expires_at=week,
+            ),
+            ProjectInvitation(
+                project_id=studio.id,
+                email="ada@example.com",
+                role="editor",
+                token_digest=token_digest("screens-ada"),
+                invited_by_id=bob.id,
+                expires_at=week,
+            ),
+        ]
+    )
+    return team.id
 
 
 @pytest.fixture(scope="module")
@@ -103,15 +142,106 @@ def site(module_site):
         # A reset link's form, opened logged out (opening it uses nothing up).
         reset_token = issue_email_token(session, user, RESET)
         session.add_all(_organized_chats(user.id))
+        queued_chat_id = _queued_chat(session, user.id)
+        project_id = _shared_projects(session, user.id)
+        retired_chat = _models_to_pick(session, user.id)
         session.commit()
         user_id = user.id
+        leaver_id = _leaver(session)
     return {
         "app": app,
         "server": server,
         "model": model,
         "user_id": user_id,
+        "leaver_id": leaver_id,
         "reset_token": reset_token,
+        "project_id": project_id,
+        "retired_chat": retired_chat,
+        "queued_chat_id": queued_chat_id,
     }
+
+
+def _models_to_pick(session, user_id: int) -> int:
+    """Two models to pick (every chat's header shows the picker), and a chat whose pick is
+    no longer offered (its header says so); its id."""
+    from app.chat.models import Conversation
+    from app.chat.offered_models import ModelSpec, add_model
+
+    add_model(session, "claude-sonnet-5-5", ModelSpec("Sonnet"), 200_000)
+    add_model(session, "claude-opus-5", ModelSpec("Opus", credits=7, thinking_budget=4096), 200_000)
+    retired = Conversation(user_id=user_id, title="On a retired model", model="claude-retired")
+    session.add(retired)
+    session.flush()
+    return retired.id
+
+
+def _queued_chat(session, user_id: int) -> int:
+    """A chat with two messages still queued after a Stop: the queue above the composer,
+    each with "Send now" and × (app/chat/queue.py)."""
+    from app.chat.models import Conversation, QueuedMessage
+
+    chat = Conversation(user_id=user_id, title="Queued ideas")
+    session.add(chat)
+    session.flush()
+    session.add_all(
+        [
+            QueuedMessage(conversation_id=chat.id, content="Now a headline for the landing page"),
+            QueuedMessage(conversation_id=chat.id, content="And three subject lines"),
+        ]
+    )
+    return chat.id
+
+
+def _leaver(session) -> int:
+    """Dan, whose deletion page (admin) lists a project passing to Erin and one going
+    with him."""
+    from app.accounts.projects import add_member, create_project
+    from app.accounts.service import create_user
+
+    dan = create_user(session, "dan@example.com", "correct horse battery")
+    create_user(session, "erin@example.com", "correct horse battery")
+    team = create_project(session, dan.id, "Spring launch")
+    add_member(session, team.id, dan.id, "erin@example.com", "editor")
+    create_project(session, dan.id, "Dan's drafts")
+    session.commit()
+    return dan.id
+
+
+@pytest.fixture(scope="module")
+def team_project(site) -> int:
+    """A shared project of other people's (Ada, the admin, is not in it), with a long
+    address and usage: its admin page, and its rows on /admin/projects and /admin/usage."""
+    from app.accounts.project_models import ProjectMember
+    from app.accounts.projects import create_project
+    from app.accounts.service import create_user
+    from app.billing.models import UsageEvent
+    from app.billing.quota import month_of
+    from app.chat.models import Conversation
+
+    with site["app"].extensions["database"].session() as session:
+        grace = create_user(
+            session, "grace.hopper.of.the.longest.address@example.com", "correct horse battery"
+        )
+        hal = create_user(session, "hal@example.com", "correct horse battery")
+        session.flush()
+        project = create_project(session, grace.id, "Spring launch for the bakery")
+        session.add(ProjectMember(project_id=project.id, user_id=hal.id, role="editor"))
+        chat = Conversation(user_id=hal.id, project_id=project.id, title="Posters for the launch")
+        session.add(chat)
+        session.flush()
+        session.add(  # a reply of Hal's there: the usage pages' project rows
+            UsageEvent(
+                idempotency_key=f"{chat.id}:chat:0",
+                user_id=hal.id,
+                conversation_id=chat.id,
+                project_id=project.id,
+                model="claude-sonnet-5-5",
+                credits=3,
+                month=month_of(),
+            )
+        )
+        session.commit()
+        return project.id
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +273,36 @@ def chat_with_card(site, browser):
 
 
 @pytest.fixture(scope="module")
+def preset_paths(site) -> list[str]:
+    """Ada's preset with starters and one for everyone with a long name: the new chat from
+    hers, an empty chat started from it (its starters), the presets' pages and an open
+    editing form."""
+    from app.chat.models import Conversation
+    from app.chat.preset_models import Preset
+
+    with site["app"].extensions["database"].session() as session:
+        own = Preset(
+            user_id=site["user_id"],
+            name="Launch posts",
+            instructions="Short and warm, for people who coach.",
+            tool_groups=["workspace", "writing"],
+            starters=["Draft three posts for the launch of my coaching offer", "A teaser"],
+        )
+        session.add_all([own, Preset(name="Team voice for every launch and every campaign")])
+        session.flush()
+        chat = Conversation(user_id=site["user_id"], title="From a preset", preset_id=own.id)
+        session.add(chat)
+        session.commit()
+        return [
+            f"/chats/new?preset={own.id}",
+            f"/chats/{chat.id}",
+            "/settings/presets",
+            f"/settings/presets/{own.id}/edit",
+            "/admin/presets",
+        ]
+
+
+@pytest.fixture(scope="module")
 def shared_path(site, chat_with_card) -> str:
     """The read-only page of the chat with the card (app/chat/shares.py)."""
     from app.chat.models import Conversation
@@ -155,6 +315,43 @@ def shared_path(site, chat_with_card) -> str:
     return f"/s/{raw}"
 
 
+@pytest.fixture(scope="module")
+def rated_chat(site) -> int:
+    """A chat whose answer Ada rated down with a comment (the row's feedback open), run by
+    a run that cost 3 credits (the header's gauge says so)."""
+    from app.billing.models import UsageEvent
+    from app.billing.quota import month_of
+    from app.chat.feedback import DOWN, give_feedback
+    from app.chat.models import Conversation, Run
+    from app.chat.rows import insert_message
+
+    with site["app"].extensions["database"].session() as session:
+        chat = Conversation(user_id=site["user_id"], title="A rated answer")
+        session.add(chat)
+        session.flush()
+        run = Run(conversation_id=chat.id, user_id=site["user_id"], status="completed")
+        session.add(run)
+        session.flush()
+        insert_message(session, chat.id, role="user", kind="user", content="Three taglines?")
+        answer = "1. Calm mornings.\n2. Slow coffee.\n3. Quiet wins."
+        insert_message(session, chat.id, role="assistant", kind="host", content=answer)
+        comment = "Too short: I wanted one for each persona."
+        give_feedback(session, chat.id, 2, site["user_id"], DOWN, comment)
+        session.add(
+            UsageEvent(
+                idempotency_key=f"{chat.id}:chat:0",
+                user_id=site["user_id"],
+                conversation_id=chat.id,
+                run_id=run.id,
+                model="claude-sonnet-5-5",
+                credits=3,
+                month=month_of(),
+            )
+        )
+        session.commit()
+        return chat.id
+
+
 def _api_chat(page, server) -> int:
     page.goto(f"{server.url}/chats/new")
     csrf = json.loads(page.get_attribute("body", "hx-headers"))["X-CSRFToken"]
@@ -163,12 +360,14 @@ def _api_chat(page, server) -> int:
     return response.json()["id"]
 
 
-def _pages(chat_id: int, user_id: int, shared: str) -> list[str]:
+def _pages(chat_id: int, user_id: int, shared: str, project_id: int) -> list[str]:
     return [
         f"/chats/{chat_id}",
         shared,
         "/chats/new",
         "/settings",
+        "/settings/projects",
+        f"/settings/projects/{project_id}",
         "/search?q=quiz",
         "/chats/archived",
         "/api/docs",
@@ -181,6 +380,9 @@ def _pages(chat_id: int, user_id: int, shared: str) -> list[str]:
         "/workspace/assets",
         "/welcome",
         "/admin/users",
+        "/admin/projects",
+        f"/admin/projects/{project_id}",
+        f"/admin/projects/{project_id}/delete",
         f"/admin/users/{user_id}/memory",
         "/admin/guidelines",
         "/admin/runs",
@@ -188,6 +390,7 @@ def _pages(chat_id: int, user_id: int, shared: str) -> list[str]:
         "/admin/usage",
         f"/admin/users/{user_id}/usage",
         "/admin/mcp-servers",
+        "/admin/models",
         "/verify/no-such-token",  # a confirmation link that no longer works
     ]
 
@@ -253,7 +456,15 @@ def _ring_contrast(page, focused: str, behind: str) -> float:
     ],
 )
 def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
-    site, chat_with_card, shared_path, browser, screen, theme
+    site,
+    chat_with_card,
+    shared_path,
+    team_project,
+    rated_chat,
+    preset_paths,
+    browser,
+    screen,
+    theme,
 ):
     server = site["server"]
     context = browser.new_context(color_scheme=theme, **SCREENS[screen])
@@ -272,14 +483,41 @@ def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
     if found:
         problems["/s/<token> logged out"] = found
     log_in(page, server)
-    for path in _pages(chat_with_card, site["user_id"], shared_path):
+    deletion = f"/admin/users/{site['leaver_id']}/delete"
+    pages = _pages(chat_with_card, site["user_id"], shared_path, site["project_id"])
+    # A rated answer with its comment, the gauge, the run logs' feedback filtered, and a
+    # chat with a queue.
+    rated = f"/chats/{rated_chat}"
+    feedback = ["/admin/runs?rating=down&commented=1", rated]
+    queued = f"/chats/{site['queued_chat_id']}"
+    for path in [*pages, deletion, f"/admin/projects/{team_project}", *feedback, queued]:
         page.goto(f"{server.url}{path}")
         _forgive_its_404(path, errors)
-        if path.startswith("/chats/") and path not in ("/chats/new", "/chats/archived"):
+        if path == rated:
+            page.wait_for_selector("body[data-socket=open]", state="attached")
+            assert page.is_visible("#m-2-feedback .feedback-comment")
+            assert page.is_visible("#context-gauge meter")
+        elif path == queued:
+            page.wait_for_selector("#queue .queue-item")
+        elif path.startswith("/chats/") and path not in ("/chats/new", "/chats/archived"):
             page.wait_for_selector("body[data-socket=open]", state="attached")
             page.wait_for_selector(".card-q[data-enhanced=true]", state="attached")
         if path == "/chats/new":
             assert page.is_visible("#starter-1-untrusted")
+        if path == "/admin/models":  # the model server's list, asked for once it loaded
+            page.wait_for_selector("#server-models-note", state="attached")
+        found = audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
+        if found:
+            problems[path] = found
+    # A chat whose model is no longer offered: the header's picker says so.
+    page.goto(f"{server.url}/chats/{site['retired_chat']}")
+    page.wait_for_selector("#model-notice")
+    found = audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
+    if found:
+        problems["/chats/<retired model>"] = found
+    for path in preset_paths:  # a chat from a preset is empty: its starters, no card
+        page.goto(f"{server.url}{path}")
+        page.wait_for_selector("#chat-preset, #presets", state="attached")
         found = audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
         if found:
             problems[path] = found
@@ -297,6 +535,74 @@ def test_every_page_fits_the_screen_passes_axe_and_logs_no_error(
         shutil.copy(screenshot(page, name), DOCS / f"{name}.png")
     context.close()
     assert problems == {}
+    assert errors == []
+
+
+@pytest.fixture(scope="module")
+def scheduled_chat(site) -> int:
+    """A chat of Ada's with two scheduled messages: one live, one paused whose last tick
+    was not sent (the Schedule panel's every state)."""
+    from datetime import timedelta
+
+    from app.chat.models import Conversation
+    from app.chat.schedule_models import ChatSchedule
+    from app.db import utcnow
+
+    with site["app"].extensions["database"].session() as session:
+        chat = Conversation(user_id=site["user_id"], title="Morning digest")
+        session.add(chat)
+        session.flush()
+        soon = utcnow() + timedelta(days=1)
+        session.add_all(
+            [
+                ChatSchedule(
+                    conversation_id=chat.id,
+                    user_id=site["user_id"],
+                    cron="0 9 * * 1-5",
+                    timezone="America/Argentina/Buenos_Aires",
+                    message="What changed overnight in our campaigns? " * 3,
+                    next_run_at=soon,
+                ),
+                ChatSchedule(
+                    conversation_id=chat.id,
+                    user_id=site["user_id"],
+                    cron="*/15 8-18 1-7 * 1",
+                    timezone="UTC",
+                    message="Check the first Monday's numbers",
+                    paused=True,
+                    next_run_at=soon,
+                    last_error="This month's credit allowance is used up.",
+                ),
+            ]
+        )
+        session.commit()
+        return chat.id
+
+
+@pytest.mark.parametrize(
+    ("screen", "theme"),
+    [("phone", "light"), ("phone", "dark"), ("desktop", "light"), ("desktop", "dark")],
+)
+def test_the_schedule_panel_fits_and_passes_axe(site, scheduled_chat, browser, screen, theme):
+    server = site["server"]
+    context = browser.new_context(color_scheme=theme, **SCREENS[screen])
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    errors = _watch_console(page)
+    log_in(page, server)
+    page.goto(f"{server.url}/chats/{scheduled_chat}")
+    page.click("#schedule-menu > summary")
+    page.wait_for_selector("#schedule-panel .schedule-item", state="visible")
+    problems = {"listed": audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])}
+    page.fill("#schedule-when", "whenever")
+    page.fill("#schedule-message", "Hello")
+    page.click("#schedule-panel .schedule-add button[type=submit]")
+    page.wait_for_selector("#schedule-error")
+    # The refusal is a 400 (the browser and htmx both log it): expected here.
+    errors[:] = [error for error in errors if "400" not in error]
+    problems["refused"] = audit(page) + _overflow(page, SCREENS[screen]["viewport"]["width"])
+    context.close()
+    assert problems == {"listed": [], "refused": []}
     assert errors == []
 
 

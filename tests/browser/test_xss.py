@@ -10,9 +10,10 @@ from tests.browser.helpers import log_in, new_chat
 from tests.fake_model import Turn, text, tool_use
 from tests.xss_payloads import XSS_PAYLOADS
 
+# The page's own calls: a chat shown when its reply ends is marked read (static/queue.js).
 ALLOWED_PATHS = re.compile(
     r"^/(static/.+|ws/chats/\d+|chats/\d+(/(messages|rows|stop|cards/[\w-]+))?|"
-    r"workspace/assets/\d+|favicon\.ico)$"
+    r"api/chats/\d+/read|workspace/assets/\d+|favicon\.ico)$"
 )
 CAPTURE_VIOLATIONS = """
 window.__violations = [];

@@ -521,3 +521,50 @@ def test_a_regenerate_stopped_before_it_wrote_anything_shows_the_old_answer_agai
 
     eventually(lambda: len(chat.rows(chat_id)) >= 2, 5, "the first answer was not restored")
     assert _shown(chat.rows(chat_id)) == [(1, "user", "Hi"), (2, "host", "First answer.")]
+
+
+def test_the_history_of_a_long_branched_chat_is_the_newest_of_the_shown_branch(app, chat):
+    """The model reads the newest rows along the shown branch, however the rows of other
+    branches interleave with them (newer ones included), and nothing above the summary."""
+    from app.chat.branches import Tree, show_branch
+    from app.chat.history import load_tail
+    from app.chat.rows import insert_message
+
+    chat_id = chat.new_chat()
+    database = app.extensions["database"]
+
+    def write(session, count):
+        for _ in range(count):
+            insert_message(session, chat_id, role="user", kind="user", content="x")
+
+    def show(session, leaf):
+        conversation = session.get(Conversation, chat_id)
+        show_branch(session, conversation, Tree.load(session, chat_id), leaf)
+
+    def tail(summarized=0):
+        with database.session() as session:
+            conversation = session.get(Conversation, chat_id)
+            conversation.summarized_up_to_sequence = summarized
+            return [row.sequence for row in load_tail(session, conversation, cap=1)]
+
+    with database.session() as session:
+        write(session, 20)  # 1..20
+        show(session, 4)
+        write(session, 6)  # 21..26, an alternative after 4
+        show(session, 20)  # back to the older branch: its rows are all older
+        write(session, 1)  # 27, after 20
+        session.commit()
+    # cap=1 reads 13 rows (history.ROWS_PER_MESSAGE): the newest 13 of the path 1..20, 27.
+    assert tail() == [*range(9, 21), 27]
+    assert tail(summarized=15) == [16, 17, 18, 19, 20, 27]
+    assert tail(summarized=27) == []
+
+    with database.session() as session:
+        show(session, 24)  # a regenerate of 25: the leaf is older than the last row
+        session.commit()
+    assert tail() == [1, 2, 3, 4, 21, 22, 23, 24]
+    assert tail(summarized=22) == [23, 24]
+    with database.session() as session:
+        show(session, None)  # the first message edited: nothing before the new version
+        session.commit()
+    assert tail() == []

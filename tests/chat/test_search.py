@@ -193,3 +193,33 @@ def test_a_page_gathers_each_chats_hits_together(app, auth, db):
         (first, [1, 2]),
         (second, [1, 2]),
     ]
+
+
+def test_a_word_in_many_rows_is_ranked_a_batch_of_the_newest_at_a_time(app, auth, db, monkeypatch):
+    """Rows are ranked within batches of the newest matches (RANKED_BATCH, 200; 3 here):
+    the newest batch comes first, best first, and paging reaches every row once."""
+    monkeypatch.setattr("app.chat.search.RANKED_BATCH", 3)
+    ada = auth.create()
+    words = ["mango", "mango mango mango", "mango", "mango", "mango mango mango", "mango"]
+    chat = _chat(db, ada, rows=[("user", f"Ripe {text_} today") for text_ in words])
+    pages, offset = [], 0
+    while offset is not None:
+        page = search(db, ada, "mang", limit=2, offset=offset)
+        pages.append([h.sequence for h in page.hits if h.conversation_id == chat])
+        offset = page.next_offset
+    seen = [sequence for page in pages for sequence in page]
+    assert seen[:3] == [5, 6, 4]  # rows 4..6, the row saying it thrice first
+    assert seen[3] == 2  # then rows 1..3, again the best first
+    assert sorted(seen) == [1, 2, 3, 4, 5, 6]
+
+
+def test_an_unfinished_word_in_other_alphabets_finds_its_row(app, auth, db):
+    """The prefixes SQLite's index keeps are counted in letters, not bytes."""
+    ada = auth.create()
+    chat = _chat(
+        db,
+        ada,
+        rows=[("user", "Приветствие для клиентов"), ("user", "Ο κατάλογος του φθινοπώρου")],
+    )
+    assert _found(db, ada, "привет") == [(chat, 1)]
+    assert _found(db, ada, "κατάλ") == [(chat, 2)]

@@ -4,7 +4,10 @@ and restarted."""
 
 from __future__ import annotations
 
+import sys
 import time
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
@@ -19,11 +22,13 @@ from tests.conftest import SERVICE_DATABASE_URL, SERVICE_REDIS_URL
 from tests.fake_model import Turn, text, tool_use
 from tests.scale.processes import (
     Api,
+    Process,
     base_env,
     flask_serve,
     flask_worker,
     gunicorn_web,
 )
+from tests.telemetry import printed_spans
 from tests.waiting import eventually
 
 TIMERS = {"HEARTBEAT_SECONDS": "0.3", "STALE_SECONDS": "2", "STREAM_IDLE_SECONDS": "10"}
@@ -126,7 +131,10 @@ def _assert_rows_whole(rows):
 
 @needs_services
 def test_a_run_in_a_worker_streams_to_a_socket_on_the_other_web_process(deployment, fake_model):
-    setup = deployment(REDIS_URL=SERVICE_REDIS_URL, RUN_EXECUTOR="dramatiq")
+    # Traced (printed on each process's output): one trace from request to worker to socket.
+    setup = deployment(
+        REDIS_URL=SERVICE_REDIS_URL, RUN_EXECUTOR="dramatiq", OTEL_TRACES_EXPORTER="console"
+    )
     web_a = setup.start(gunicorn_web("web-a", setup.env, setup.tmp_path))
     web_b = setup.start(gunicorn_web("web-b", setup.env, setup.tmp_path))
     setup.start(flask_worker("worker", setup.env, setup.tmp_path))
@@ -155,6 +163,29 @@ def test_a_run_in_a_worker_streams_to_a_socket_on_the_other_web_process(deployme
     assert [r["kind"] for r in rows] == ["user", "card", "host"]
     assert rows[1]["card"]["status"] == "answered"
     assert b.get(f"/api/runs/{second}")["status"] == "completed"
+    socket.close()
+    _assert_one_trace_from_request_to_socket(setup.tmp_path)
+
+
+def _assert_one_trace_from_request_to_socket(logs):
+    """Each run's span, in the worker, is the child of the request that queued it, on
+    either web process; the socket's span on web-b links to both runs (their frames came
+    through the Redis hub)."""
+
+    def printed():
+        spans = printed_spans(*(logs / f"{name}.log" for name in ("web-a", "web-b", "worker")))
+        runs = [s for s in spans if s["name"] == "invoke_agent loopdesk"]
+        sockets = [s for s in spans if s["name"].startswith("GET /ws/")]
+        return (spans, runs, sockets) if len(runs) == 2 and sockets else None
+
+    spans, runs, (socket,) = eventually(printed, 20, "the spans were not all printed")
+    by_id = {s["context"]["span_id"]: s for s in spans}
+    for run in runs:
+        request = by_id[run["parent_id"]]
+        assert request["name"] == "POST /api/chats/<int:conversation_id>/loop"
+        assert request["context"]["trace_id"] == run["context"]["trace_id"]
+    linked = {link["context"]["span_id"] for link in socket["links"]}
+    assert {run["context"]["span_id"] for run in runs} <= linked
 
 
 @needs_services
@@ -299,3 +330,88 @@ def test_stop_on_one_web_process_cancels_a_run_in_the_worker(deployment, fake_mo
     first_done = next(i for i, f in enumerate(frames) if f["type"] == "done")
     assert frames[last_text]["runId"] == next_run  # nothing of the stopped run after it ended
     assert all(f["runId"] != run_id for f in frames[first_done:] if f["type"] == "textDelta")
+
+
+@needs_services
+def test_a_worker_sends_the_queued_message_when_the_reply_completes(deployment, fake_model):
+    """The queue drains in the worker that ran the run: it enqueues the next run."""
+    setup = deployment(REDIS_URL=SERVICE_REDIS_URL, RUN_EXECUTOR="dramatiq")
+    web = setup.start(gunicorn_web("web-a", setup.env, setup.tmp_path))
+    setup.start(flask_worker("worker", setup.env, setup.tmp_path))
+    api = setup.api(web)
+    fake_model.script(Turn(text("word " * 200), token_delay=0.03), "The headline.")
+    chat_id = api.post("/api/chats", {}).json()["id"]
+    socket = api.socket(chat_id)
+    first = api.post(f"/api/chats/{chat_id}/loop", {"message": "Write at length"}).json()["runId"]
+    socket.until(lambda f: f["type"] == "textDelta", timeout=30)
+
+    queued = api.post(f"/api/chats/{chat_id}/loop", {"message": "A headline", "when": "after"})
+
+    assert queued.status_code == 202 and queued.json()["queued"] is True
+    socket.until(lambda f: f["type"] == "queue" and f["items"], timeout=10)
+    socket.until(lambda f: f["type"] == "done" and f["runId"] == first, timeout=30)
+    drained = socket.until(lambda f: f["type"] == "queue" and f["items"] == [], timeout=30)
+    assert drained is not None
+    second = socket.until(lambda f: f["type"] == "done" and f["runId"] != first, timeout=30)
+    assert second["status"] == "completed", setup.logs()
+    rows = api.rows(chat_id)
+    assert [(r["kind"], r["content"]) for r in rows][2:] == [
+        ("user", "A headline"),
+        ("host", "The headline."),
+    ]
+
+
+class SchedulerProcess(Process):
+    """`flask scheduler`: ready once it says it is sending."""
+
+    def __init__(self, name: str, argv: list[str], env: dict, log_dir: Path):
+        super().__init__(name, argv, env, log_dir, None)
+
+    def _ready(self) -> bool:
+        return "Sending scheduled messages" in self.log()
+
+
+@needs_services
+def test_two_scheduler_processes_send_a_due_message_once_to_the_worker(deployment, fake_model):
+    """Scaled out: web processes that leave scheduling to `flask scheduler` (two of them,
+    racing every second), a Dramatiq worker that runs what they send, a socket that sees
+    the scheduled message answered, and the tick sent once."""
+    from sqlalchemy import func, select, update
+
+    from app.chat.models import Message, Run
+    from app.chat.schedule_models import ChatSchedule
+
+    setup = deployment(REDIS_URL=SERVICE_REDIS_URL, RUN_EXECUTOR="dramatiq", SCHEDULER="apart")
+    web = setup.start(gunicorn_web("web", setup.env, setup.tmp_path))
+    setup.start(flask_worker("worker", setup.env, setup.tmp_path))
+    argv = [str(Path(sys.executable).parent / "flask"), "--app", "wsgi", "scheduler"]
+    for name in ("scheduler-a", "scheduler-b"):
+        setup.start(SchedulerProcess(name, [*argv, "--every", "1"], setup.env, setup.tmp_path))
+    api = setup.api(web)
+    fake_model.script(Turn(text("Here is this morning's digest.")))
+    chat_id = api.post("/api/chats", {}).json()["id"]
+    made = api.post(
+        f"/api/chats/{chat_id}/schedules",
+        {"when": "every day at 9:00", "message": "Morning digest", "timezone": "Europe/Paris"},
+    )
+    assert made.status_code == 201, made.text
+    socket = api.socket(chat_id)
+    database = Database(setup.database_url)
+    with database.session() as session:  # due now: as if 9:00 had just struck
+        session.execute(update(ChatSchedule).values(next_run_at=datetime(2020, 1, 1)))
+        session.commit()
+
+    done = socket.until(lambda f: f["type"] == "done", timeout=30)
+
+    assert done["status"] == "completed", setup.logs()
+    rows = api.rows(chat_id)
+    assert [(r["kind"], r["content"]) for r in rows] == [
+        ("user", "Morning digest"),
+        ("host", "Here is this morning's digest."),
+    ]
+    with database.session() as session:
+        schedule = session.scalars(select(ChatSchedule)).one()
+        assert schedule.next_run_at > datetime(2025, 1, 1) and schedule.last_error is None
+        assert session.scalar(select(func.count(Run.id))) == 1
+        assert session.scalar(select(func.count(Message.id)).where(Message.kind == "user")) == 1
+    database.dispose()

@@ -32,6 +32,7 @@ EVERY_KIND = [
     ev.BranchChanged(leaf=4, version="3-4", messages=[{"id": 1, "sequence": 1}]),
     ev.ConversationChanged({"id": 1, "title": "Plan", "status": "STREAMING"}),
     ev.ConversationDeleted(1),
+    ev.QueueChanged([{"id": 2, "message": "Later", "created_at": "2026-12-05T09:00:00Z"}]),
     ev.AccessEnded(generation=3),
     ev.AccessEnded(token_id=9),
     ev.AccessEnded(everything=True),

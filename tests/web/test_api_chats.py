@@ -98,7 +98,19 @@ def test_list_chats_shows_only_the_callers(app, api, user, bob):
     assert {chat["id"] for chat in chats} == {first, second}
     assert {chat["title"] for chat in chats} == {"First", "Second"}
     for chat in chats:
-        assert set(chat) == {"id", "title", "status", "updated_at", "pinned", "archived", "folder"}
+        assert set(chat) == {
+            "id",
+            "title",
+            "status",
+            "updated_at",
+            "pinned",
+            "archived",
+            "folder",
+            "project_id",
+            "model",
+            "unread",
+            "preset_id",
+        }
         assert (chat["status"], chat["pinned"], chat["archived"], chat["folder"]) == (
             "IDLE",
             False,

@@ -59,7 +59,8 @@ def test_chat_page_shows_visible_rows_in_order(app, client, user, bob):
         session.commit()
     html = client.get(f"/chats/{conversation_id}").get_data(as_text=True)
     assert '<h1 id="chat-title">Launch plan</h1>' in html
-    assert html.index("first words") < html.index("a reply")
+    rows = html[html.index('id="rows"') :]  # (the list's "Notify me when a reply is ready")
+    assert rows.index("first words") < rows.index("a reply")
     assert "secret tool blocks" not in html
     assert "Bob&#39;s private chat" not in html
 

@@ -10,7 +10,10 @@ from werkzeug.routing import AnyConverter
 from app.accounts.models import ApiToken, User
 from app.accounts.projects import add_member, create_project
 from app.agents.models import Guideline
-from app.chat.models import Conversation, Run
+from app.chat.models import Conversation, QueuedMessage, Run
+from app.chat.preset_models import Preset
+from app.chat.schedule_models import ChatSchedule
+from app.db import utcnow
 from app.mcp.models import McpServer
 from app.workspace.models import (
     Attachment,
@@ -45,6 +48,7 @@ def bobs_ids(app, auth):
             Character(user_id=bob, name="Bob's character"),
             Campaign(user_id=bob, name="Bob's campaign"),
             McpServer(owner_id=bob, name="bobs-tools", url="https://mcp.example.com/mcp"),
+            Preset(user_id=bob, name="Bob's preset"),
             Attachment(
                 user_id=bob,
                 conversation_id=conversation.id,
@@ -53,7 +57,18 @@ def bobs_ids(app, auth):
                 size=3,
                 data=b"bob",
             ),
+            QueuedMessage(conversation_id=conversation.id, content="Bob's next message"),
         ]
+        rows.append(
+            ChatSchedule(
+                conversation_id=conversation.id,
+                user_id=bob,
+                cron="0 9 * * *",
+                timezone="UTC",
+                message="Bob's digest",
+                next_run_at=utcnow(),
+            )
+        )
         session.add_all(rows)
         shared = create_project(session, bob, "Bob's team")
         invited = add_member(session, shared.id, bob, "carol@example.com", "editor")
@@ -63,6 +78,7 @@ def bobs_ids(app, auth):
             # Carol's invitation: not Ada's to see or accept; and no live share link or
             # mailed link of anyone's (tests/web/test_share_links.py, test_email_links.py).
             "token": invited.token,
+            "invitation_id": invited.invitation.id,  # Carol's: neither Ada's to revoke nor join
             "conversation_id": conversation.id,
             "offer_id": offer.id,
             "persona_id": rows[0].id,
@@ -71,13 +87,17 @@ def bobs_ids(app, auth):
             "run_id": rows[3].id,
             "guideline_id": rows[4].id,
             "token_id": token.id,
-            "attachment_id": rows[9].id,
+            "attachment_id": rows[10].id,
+            "preset_id": rows[9].id,
+            "queued_id": rows[11].id,  # a message waiting in his chat's queue
             "name": "bobs-tools",  # an MCP server's name (his own)
             "tool_name": "get_current_time",
             "user_id": bob,
             "tool_use_id": "toolu_bobs_card",
+            "sequence": 1,  # a row of his chat (rated through its feedback routes)
             "character_id": rows[6].id,
             "campaign_id": rows[7].id,
+            "schedule_id": rows[10].id,
         }
 
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from markupsafe import Markup
 
 from app import events as ev
 from app.stream.live import LiveState
@@ -18,7 +19,7 @@ from app.web.live_text import (
     render_live,
     stable_boundary,
 )
-from app.web.markdown import decorate_code_blocks, render_markdown, render_message
+from app.web.markdown import MAX_INPUT_CHARS, decorate_code_blocks, render_markdown, render_message
 from tests.web.markup_checks import assert_inert, parse
 from tests.xss_payloads import XSS_PAYLOADS
 
@@ -58,6 +59,19 @@ DOCUMENTS = [
     "text\n\n2024 was a year\n\n10) ten\n\n+ plus\n\n***\n\n~~~\ncode\n\n~~~\n\ndone",
     "- a\n\n  ```\n  x\n\n  y\n  ```\n- b\n\npara\n\n   ```\n   indented fence\n\n   ```\n\nok",
     (ROOT / "docs" / "CONTRACT.md").read_text(),
+]
+
+
+# Long paragraphs, each on one line: plain prose, then markup that stops the plain start
+# (and words that look like list markers or fences mid-line).
+LONG_LINES = [
+    " ".join(f"{1733400000000000000 + n}" for n in range(120)),
+    "Intro para.\n\n"
+    + 'Calm mornings, it\'s (quite) "fine" 12. 3) - a/b: c? ' * 12
+    + "then **bold** and `code` and _it_ [a link](https://x.example) &amp; ~~gone~~ "
+    + "more words after the markup " * 8
+    + "\n\nNext: 1. not a list, 10) still prose " * 3,
+    "- a list\n- of two\n\nProse after it " * 3 + "\n\n```py\nx = 1\n```\n\nEnd words here " * 4,
 ]
 
 
@@ -292,7 +306,9 @@ def html_frames(app):
         clock = Clock()
         snapshot = LiveState()
         snapshot.reset(7)
-        yield HtmlFrames(1, snapshot, clock=clock), clock
+        # Renders cost nothing on the test's clock: how many renders run then depends on
+        # the clock alone, not on how loaded the machine is (RENDER_SHARE is tested apart).
+        yield HtmlFrames(1, snapshot, clock=clock, cost_clock=clock), clock
 
 
 def test_many_deltas_make_a_few_renders_a_second_and_the_last_is_the_final_rendering(
@@ -323,17 +339,20 @@ def test_frames_stay_small_as_the_reply_grows(html_frames):
     assert max(sizes) < 1_000  # the block being written (and one finished), never the whole
 
 
-def test_a_late_joiner_gets_the_same_html_as_a_socket_that_watched_it_all(app, html_frames):
+@pytest.mark.parametrize("document", [REPLY, LONG_LINES[1]], ids=["reply", "long-line"])
+def test_a_late_joiner_gets_the_same_html_as_a_socket_that_watched_it_all(
+    app, html_frames, document
+):
     frames, clock = html_frames
     client = Client()
-    stream(frames, clock, client, REPLY, pieces=120, gap=0.01)
+    stream(frames, clock, client, document, pieces=120, gap=0.01)
     clock.now = frames.due() or clock.now
     for frame in frames.flush():
         client.apply(frame)
 
     snapshot = LiveState()
     snapshot.reset(7)
-    snapshot.text = REPLY
+    snapshot.text = document
     with app.test_request_context():
         (opening,) = HtmlFrames(1, snapshot).opening()
     joined = Client()
@@ -342,7 +361,7 @@ def test_a_late_joiner_gets_the_same_html_as_a_socket_that_watched_it_all(app, h
             'class="live-text">', 'class="live-text" hx-swap-oob="true">', 1
         )
     )
-    assert joined.done + joined.tail == client.done + client.tail == str(render_message(REPLY))
+    assert joined.done + joined.tail == client.done + client.tail == str(render_message(document))
 
 
 def test_a_host_row_or_the_end_of_the_run_drops_a_pending_render(html_frames):
@@ -369,11 +388,92 @@ def test_the_json_socket_still_sends_every_delta(app):
     assert frames.due() is None and frames.flush() == []
 
 
-def test_a_slow_render_waits_longer(monkeypatch):
+def test_a_slow_render_waits_longer():
     import app.web.live_text as live_text
 
     ticks = iter([0.0, 0.5])  # a render that took half a second
-    monkeypatch.setattr(live_text.time, "perf_counter", lambda: next(ticks))
-    live = LiveText(clock=lambda: 10.0)
+    live = LiveText(clock=lambda: 10.0, cost_clock=lambda: next(ticks))
     live.update("text")
     assert live.next_render == pytest.approx(10.0 + 0.5 / live_text.RENDER_SHARE)
+
+
+# --- cost per delta: flat in the reply's length (issue 36) --------------------------------
+
+
+def rendered_from_scratch(text: str) -> str:
+    """What a render of `text` whole gives the client: the stable blocks and the tail."""
+    boundary = stable_boundary(text)
+    return str(render_message(text[:boundary])) + str(
+        render_message(complete_partial(text[boundary:]))
+    )
+
+
+@pytest.mark.parametrize("document", [*LONG_LINES, REPLY])
+def test_a_reply_rendered_delta_by_delta_shows_what_rendering_it_whole_shows(app, document):
+    """Each render reads only what is new, and still gives the same HTML at every cut as
+    rendering the text so far from scratch."""
+    live = LiveText(clock=lambda: 0.0)
+    done = ""
+    step = 1 if len(document) < 1_500 else 3
+    for cut in range(1, len(document) + 1, step):
+        text = document[:cut]
+        if not live.shown:
+            parts = live.parts(text)
+            done, tail = str(parts["done"]), str(parts["tail"])
+        else:
+            added, tail = live.update(text)
+            done += str(added or "")
+        assert live.stable == stable_boundary(text)
+        assert done + str(tail) == rendered_from_scratch(text), cut
+
+
+def stamps(count: int) -> list[str]:
+    """A stamped model's reply (bench/stamped_model.py): one token a delta."""
+    return [f"{1733400000000000000 + n} " for n in range(count)]
+
+
+def paragraphs(count: int) -> list[str]:
+    return ["\n\n" if n % 60 == 59 else f"word{n % 7} " for n in range(count)]
+
+
+@pytest.mark.parametrize("reply", [stamps, paragraphs])
+def test_what_a_render_reads_does_not_grow_with_the_reply(monkeypatch, reply):
+    """The characters a render hands the Markdown renderer and the boundary scan reads, per
+    delta: the same at the end of a 3,000-token reply as in a 200-token one."""
+    import app.web.live_text as live_text
+
+    rendered: list[int] = []
+
+    def measured(text: str) -> Markup:
+        rendered.append(len(text))
+        return render_message(text)
+
+    monkeypatch.setattr(live_text, "render_message", measured)
+
+    def most_read_per_delta(tokens: int) -> tuple[int, int]:
+        live = LiveText(clock=lambda: 0.0)
+        text, most_scanned = "", 0
+        rendered.clear()
+        for token in reply(tokens):
+            text += token
+            before = live.scan.chars_read + live.plain.chars_read
+            live.update(text)
+            most_scanned = max(most_scanned, live.scan.chars_read + live.plain.chars_read - before)
+        return max(rendered), most_scanned
+
+    short, long = most_read_per_delta(200), most_read_per_delta(3_000)
+    assert long == short
+
+
+def test_past_the_length_rendered_no_render_is_sent(html_frames):
+    """A reply longer than the renderer takes (MAX_INPUT_CHARS) shows its start: renders
+    stop once it is reached, rather than sending the same tail again."""
+    frames, clock = html_frames
+    word = "calm mornings " * 1_000
+    for _ in range(MAX_INPUT_CHARS // len(word) + 1):
+        frames.render([ev.TextDelta(7, word)])
+        clock.now = frames.due() or clock.now
+        frames.flush()
+    frames.render([ev.TextDelta(7, "more")])
+    clock.now = frames.due()
+    assert frames.flush() == [] and frames.due() is None

@@ -50,7 +50,7 @@ def test_the_document_is_served_and_rendered_for_people(client):
     assert "/api/offers/{offer_id}" in html and "Create an offer" in html
     assert 'href="/api/docs/websocket"' in html
     # Each operation's error codes, and what every code means.
-    assert "409: CARD_NOT_AWAITING, RUN_IN_FLIGHT" in html
+    assert "409: CARD_NOT_AWAITING, RUN_IN_FLIGHT, QUEUE_FULL" in html
     assert "<dt><code>INVALID_RULES</code></dt>" in html
 
 
@@ -114,9 +114,16 @@ def _fuzzed(operation):
     """A Hypothesis test of one operation, positive and negative cases alike."""
     # A file's kind is in its name and bytes, which no schema can say: random bytes are
     # refused (400 ATTACHMENT_REFUSED, declared); every other check applies.
-    # Likewise an MCP server is added only when a server at that address answers as MCP.
-    refused_by_the_world = operation.path.endswith("/attachments") or (
-        operation.path.endswith("/mcp-servers") and operation.method.upper() == "POST"
+    # Likewise an MCP server is added only when a server at that address answers as MCP,
+    # and a chat picks a model only when an admin listed it (400 UNKNOWN_MODEL, declared).
+    # And a preset names a model of the catalog and tool groups of the registry, under a name
+    # not yet taken: data the document cannot list (400 PRESET_REFUSED, declared).
+    method = operation.method.upper()
+    refused_by_the_world = (
+        operation.path.endswith("/attachments")
+        or (operation.path.endswith("/mcp-servers") and method == "POST")
+        or (operation.path == "/api/chats/{conversation_id}" and method == "PATCH")
+        or (operation.path.startswith("/api/presets") and method != "GET")
     )
     excluded = [positive_data_acceptance] if refused_by_the_world else []
     cases = st.one_of(

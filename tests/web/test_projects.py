@@ -4,13 +4,18 @@ URL map: a new route without a rule here fails the authorization test)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlalchemy import func, select
 from werkzeug.routing import AnyConverter
 
 from app.accounts.models import ApiToken, User
-from app.accounts.project_models import Project, ProjectMember
-from app.accounts.projects import create_project
-from app.chat.models import Conversation
+from app.accounts.project_models import Project, ProjectInvitation, ProjectMember
+from app.accounts.projects import create_project, token_digest
+from app.chat.models import Conversation, QueuedMessage
+from app.chat.preset_models import Preset
+from app.chat.schedule_models import ChatSchedule
+from app.db import utcnow
 from app.workspace.models import (
     Attachment,
     Campaign,
@@ -175,8 +180,9 @@ def test_a_shared_project_from_creation_to_deletion(app, client, auth):
 # answered 403), MANAGE (owners; editors and viewers 403), OWN (the chat's own person; any
 # other member is answered 404, as a non-member is), OWN_ONLY (as OWN, the owner's answer
 # not checked: the route needs an id of a card that does not exist), NOBODY (404 for all:
-# another address's invitation), ADMIN (403 for all: an admin's route), SKIP (tested apart).
-READ, WRITE, MANAGE, OWN, OWN_ONLY, NOBODY, ADMIN, SKIP = (
+# another address's invitation), ADMIN (403 for all: an admin's route), SELF (removing the
+# viewer: owners may, and the viewer themself, leaving; editors 403), SKIP (tested apart).
+READ, WRITE, MANAGE, OWN, OWN_ONLY, NOBODY, ADMIN, SELF, SKIP = (
     "read",
     "write",
     "manage",
@@ -184,11 +190,15 @@ READ, WRITE, MANAGE, OWN, OWN_ONLY, NOBODY, ADMIN, SKIP = (
     "own_only",
     "nobody",
     "admin",
+    "self",
     "skip",
 )
 RULES = {
     ("GET", "/admin/conversations/<int:conversation_id>/runs"): ADMIN,
     ("GET", "/admin/conversations/<int:conversation_id>/runs/<int:run_id>"): ADMIN,
+    ("GET", "/admin/projects/<int:project_id>"): ADMIN,
+    ("GET", "/admin/projects/<int:project_id>/delete"): ADMIN,
+    ("POST", "/admin/projects/<int:project_id>/delete"): ADMIN,
     ("DELETE", "/api/assets/<int:asset_id>"): WRITE,
     ("GET", "/api/assets/<int:asset_id>"): READ,
     ("GET", "/api/assets/<int:asset_id>/image"): READ,
@@ -201,6 +211,15 @@ RULES = {
     ("POST", "/api/chats/<int:conversation_id>/loop"): OWN,
     ("GET", "/api/chats/<int:conversation_id>/messages"): OWN,
     ("POST", "/api/chats/<int:conversation_id>/stop"): OWN,
+    ("GET", "/api/chats/<int:conversation_id>/context"): OWN,
+    # Feedback on a row the test's chat does not have: its owner is answered 404 too.
+    ("POST", "/api/chats/<int:conversation_id>/messages/<int:sequence>/feedback"): OWN_ONLY,
+    ("DELETE", "/api/chats/<int:conversation_id>/messages/<int:sequence>/feedback"): OWN_ONLY,
+    ("POST", "/chats/<int:conversation_id>/messages/<int:sequence>/feedback"): OWN_ONLY,
+    ("GET", "/api/chats/<int:conversation_id>/queue"): OWN,
+    ("DELETE", "/api/chats/<int:conversation_id>/queue/<int:queued_id>"): OWN,
+    ("POST", "/api/chats/<int:conversation_id>/queue/<int:queued_id>/send"): OWN,
+    ("POST", "/api/chats/<int:conversation_id>/read"): OWN,
     ("DELETE", "/api/offers/<int:offer_id>"): WRITE,
     ("PATCH", "/api/offers/<int:offer_id>"): WRITE,
     ("GET", "/api/offers/<int:offer_id>"): READ,
@@ -215,7 +234,17 @@ RULES = {
     ("GET", "/api/projects/<int:project_id>/members"): READ,
     ("POST", "/api/projects/<int:project_id>/members"): MANAGE,
     ("PATCH", "/api/projects/<int:project_id>/members/<int:user_id>"): MANAGE,
-    ("DELETE", "/api/projects/<int:project_id>/members/<int:user_id>"): MANAGE,
+    ("DELETE", "/api/projects/<int:project_id>/members/<int:user_id>"): SELF,
+    ("DELETE", "/api/projects/<int:project_id>/invitations/<int:invitation_id>"): MANAGE,
+    ("GET", "/settings/projects/<int:project_id>"): READ,
+    ("POST", "/settings/projects/<int:project_id>/rename"): MANAGE,
+    ("POST", "/settings/projects/<int:project_id>/delete"): MANAGE,
+    ("POST", "/settings/projects/<int:project_id>/members"): MANAGE,
+    ("POST", "/settings/projects/<int:project_id>/members/<int:user_id>/role"): MANAGE,
+    ("POST", "/settings/projects/<int:project_id>/members/<int:user_id>/remove"): SELF,
+    ("POST", "/settings/projects/<int:project_id>/invitations/<int:invitation_id>/revoke"): MANAGE,
+    # An invitation to another address: accepted by id by nobody here.
+    ("POST", "/settings/projects/invitations/<int:invitation_id>/accept"): NOBODY,
     ("GET", "/chats/<int:conversation_id>"): OWN,
     ("POST", "/chats/<int:conversation_id>/attachments"): OWN,
     ("POST", "/chats/<int:conversation_id>/attachments/<int:attachment_id>/delete"): OWN,
@@ -230,13 +259,26 @@ RULES = {
     ("GET", "/chats/<int:conversation_id>/rename"): OWN,
     ("POST", "/chats/<int:conversation_id>/rename"): OWN,
     ("POST", "/chats/<int:conversation_id>/stop"): OWN,
+    ("POST", "/chats/<int:conversation_id>/queue"): OWN,
+    ("POST", "/chats/<int:conversation_id>/steer"): OWN,
+    ("POST", "/chats/<int:conversation_id>/queue/<int:queued_id>/delete"): OWN,
+    ("POST", "/chats/<int:conversation_id>/queue/<int:queued_id>/send"): OWN,
     ("POST", "/chats/<int:conversation_id>/organize"): OWN,
     ("GET", "/chats/<int:conversation_id>/folder"): OWN,
+    ("PATCH", "/chats/<int:conversation_id>/model"): OWN,
+    ("POST", "/chats/<int:conversation_id>/model"): OWN,
     ("POST", "/api/chats/<int:conversation_id>/share"): OWN,
     ("GET", "/api/chats/<int:conversation_id>/share"): OWN,
     ("DELETE", "/api/chats/<int:conversation_id>/share"): OWN,
     ("POST", "/chats/<int:conversation_id>/share"): OWN,
     ("POST", "/chats/<int:conversation_id>/share/revoke"): OWN,
+    ("POST", "/api/chats/<int:conversation_id>/schedules"): OWN,
+    ("GET", "/api/chats/<int:conversation_id>/schedules"): OWN,
+    ("PATCH", "/api/chats/<int:conversation_id>/schedules/<int:schedule_id>"): OWN,
+    ("DELETE", "/api/chats/<int:conversation_id>/schedules/<int:schedule_id>"): OWN,
+    ("POST", "/chats/<int:conversation_id>/schedules"): OWN,
+    ("POST", "/chats/<int:conversation_id>/schedules/<int:schedule_id>/pause"): OWN,
+    ("POST", "/chats/<int:conversation_id>/schedules/<int:schedule_id>/delete"): OWN,
     # Links whose token is the credential: one nobody holds is 404 for every role.
     ("GET", "/reset/<token>"): NOBODY,
     ("POST", "/reset/<token>"): NOBODY,
@@ -257,6 +299,16 @@ RULES = {
     ("GET", "/workspace/personas/<int:persona_id>/edit"): READ,
     ("POST", "/workspace/personas/<int:persona_id>/edit"): WRITE,
     ("GET", "/ws/chats/<int:conversation_id>"): SKIP,  # tests/web/test_sockets.py
+    # A person's own preset (the owner's here): theirs alone, whatever the project.
+    ("GET", "/api/presets/<int:preset_id>"): OWN,
+    ("PATCH", "/api/presets/<int:preset_id>"): OWN,
+    ("DELETE", "/api/presets/<int:preset_id>"): OWN,
+    ("GET", "/settings/presets/<int:preset_id>/edit"): OWN,
+    ("POST", "/settings/presets/<int:preset_id>"): OWN,
+    ("POST", "/settings/presets/<int:preset_id>/delete"): OWN,
+    ("GET", "/admin/presets/<int:preset_id>/edit"): ADMIN,
+    ("POST", "/admin/presets/<int:preset_id>"): ADMIN,
+    ("POST", "/admin/presets/<int:preset_id>/delete"): ADMIN,
 }
 SCOPED = {
     "project_id",
@@ -268,6 +320,9 @@ SCOPED = {
     "campaign_id",
     "conversation_id",
     "token",
+    "invitation_id",
+    "preset_id",
+    "schedule_id",
 }
 ROLES = ("owner", "editor", "viewer", "outsider")
 
@@ -278,6 +333,8 @@ def _expected(rule: str, role: str) -> str:
         return "403"
     if rule == NOBODY or role == "outsider":
         return "404"
+    if rule == SELF:
+        return "403" if role == "editor" else "allowed"
     if rule in (OWN, OWN_ONLY):
         return ("any" if rule == OWN_ONLY else "allowed") if role == "owner" else "404"
     if rule == READ:
@@ -310,6 +367,15 @@ def _world(app, people) -> dict:
             "asset_id": VisualAsset(title="A", **scoped),
             "character_id": Character(name="C", **scoped),
             "campaign_id": Campaign(name="C", **scoped),
+            "queued_id": QueuedMessage(conversation_id=chat.id, content="Later"),
+            "schedule_id": ChatSchedule(
+                conversation_id=chat.id,
+                user_id=owner,
+                cron="0 9 * * *",
+                timezone="UTC",
+                message="Hi",
+                next_run_at=utcnow() + timedelta(days=1),
+            ),
             "attachment_id": Attachment(
                 user_id=owner,
                 conversation_id=chat.id,
@@ -319,6 +385,15 @@ def _world(app, people) -> dict:
                 data=b"a",
             ),
         }
+        rows["preset_id"] = Preset(user_id=owner, name=f"Preset of {project.id}")
+        rows["invitation_id"] = ProjectInvitation(
+            project_id=project.id,
+            email="newcomer@example.com",
+            role="editor",
+            token_digest=token_digest(f"world-{project.id}"),
+            invited_by_id=owner,
+            expires_at=utcnow() + timedelta(days=7),
+        )
         session.add_all(rows.values())
         session.flush()
         ids = {name: row.id for name, row in rows.items()}
@@ -331,6 +406,7 @@ def _world(app, people) -> dict:
             "user_id": viewer,
             "run_id": 1,
             "tool_use_id": "toolu_none",
+            "sequence": 1,
             "token": "not-an-invitation",
         }
 

@@ -7,9 +7,12 @@ import io
 import json
 import re
 import zipfile
+from datetime import datetime
 
 from app.chat.models import Message
+from app.chat.preset_models import Preset
 from app.chat.rows import insert_message
+from app.chat.schedule_models import ChatSchedule
 from app.memory.models import UserMemory
 from app.workspace.models import Output, VisualAsset
 from tests.factories import add_conversation, add_token
@@ -176,6 +179,17 @@ def test_download_all_holds_every_chat_output_asset_attachment_and_the_memory(
             VisualAsset(user_id=user, title="Logo", content_type="image/png", data=b"\x89PNG..")
         )
         session.add(UserMemory(user_id=user, instructions="Be brief.", facts=["Likes teal"]))
+        session.add_all([Preset(user_id=user, name="Blog"), Preset(name="For everyone")])
+        session.add(
+            ChatSchedule(
+                conversation_id=chat_id,
+                user_id=user,
+                cron="0 9 * * 1",
+                timezone="Europe/Paris",
+                message="Weekly digest",
+                next_run_at=datetime(2026, 12, 14, 8),
+            )
+        )
         session.commit()
 
     response = client.get("/settings/data.zip", buffered=True)
@@ -193,6 +207,9 @@ def test_download_all_holds_every_chat_output_asset_attachment_and_the_memory(
     assert archive.read(attachment["file"]) == b"Opening hours: 6 to 14."
     memory = json.loads(archive.read("memory.json"))
     assert memory == {"instructions": "Be brief.", "facts": ["Likes teal"]}
+    assert [p["name"] for p in json.loads(archive.read("presets.json"))] == ["Blog"]
+    [schedule] = json.loads(archive.read("schedules.json"))
+    assert (schedule["conversation_id"], schedule["message"]) == (chat_id, "Weekly digest")
     assert "Pick a tone" in archive.read(f"chats/{chat_id}.md").decode()
 
     page = client.get("/settings").get_data(as_text=True)

@@ -233,3 +233,62 @@ def test_removing_a_member_closes_their_sockets_on_the_projects_chats_only(
         assert _closed(again).reason == 1008  # refused from now on
     finally:
         on_personal.close()
+
+
+def test_an_admin_removing_a_project_closes_its_members_sockets_on_its_chats(
+    app, server, client, auth, ada
+):
+    from app.accounts.projects import create_project
+    from app.chat.conversations import create_conversation
+
+    auth.create("root@example.com", admin=True)
+    with app.extensions["database"].session() as session:
+        project = create_project(session, ada["id"], "Team")
+        team_chat = create_conversation(session, ada["id"], project_id=project.id).id
+        session.commit()
+    on_team = _connect(server, team_chat, token=ada["token"])
+    on_personal = _connect(server, ada["chat"], token=ada["token"])
+    try:
+        _serving(on_team)
+        _serving(on_personal)
+        auth.login("root@example.com")
+        removed = client.post(
+            f"/admin/projects/{project.id}/delete", data={"name": "Team", "csrf_token": auth.csrf}
+        )
+        assert removed.status_code == 302
+        assert _closed(on_team).reason == 1008
+        assert _serving(on_personal)[-1]["type"] == "conversation"
+    finally:
+        on_personal.close()
+
+
+def test_deleting_a_projects_only_owner_closes_their_sockets_not_the_heirs(
+    app, server, client, auth, ada
+):
+    from app.accounts.projects import add_member, create_project
+    from app.chat.conversations import create_conversation
+
+    bob = auth.create("bob@example.com")
+    with app.extensions["database"].session() as session:
+        project = create_project(session, bob, "Team")
+        add_member(session, project.id, bob, "ada@example.com", "editor")
+        bobs_chat = create_conversation(session, bob, project_id=project.id).id
+        adas_chat = create_conversation(session, ada["id"], project_id=project.id).id
+        session.commit()
+    bobs = _connect(server, bobs_chat, token=add_token(app, bob)[1])
+    adas = _connect(server, adas_chat, token=ada["token"])
+    try:
+        _serving(bobs)
+        _serving(adas)
+        admin = AuthActions(app, app.test_client())
+        admin.create("root@example.com", admin=True)
+        admin.login("root@example.com")
+        response = admin.client.post(
+            f"/admin/users/{bob}/delete",
+            data={"email": "bob@example.com", "csrf_token": admin.csrf},
+        )
+        assert response.status_code == 302
+        assert _closed(bobs).reason == 1008
+        assert _serving(adas)[-1]["type"] == "conversation"  # the project is hers now
+    finally:
+        adas.close()

@@ -48,6 +48,10 @@ def test_offers_four_verbs(client, user, auth):
         ({}, "name", "This field is required"),
         ({"name": "   "}, "name", "This field is required"),
         ({"name": "x" * 121}, "name", "120"),
+        # Blank but longer than allowed: refused as sent (a blank value used to end the
+        # checks before its length was read; the OpenAPI fuzzer found it with U+0085).
+        ({"name": "A", "audience": " " * 2001}, "audience", "2000"),
+        ({"name": "A", "price": "\u0085" * 61}, "price", "60"),
         ({"name": "A", "brand_colors": ["teal"]}, "brand_colors", "colours like #1f6feb"),
         ({"name": "A", "brand_colors": "#aa0000"}, "brand_colors", "list of at most 20"),
         # As the document says: whole colours (no padding, no comma lists), at most 20.
@@ -66,6 +70,15 @@ def test_offer_validation_names_the_field_with_the_forms_message(
     error = response.get_json()["error"]
     assert error["field"] == field and words in error["message"]
     assert client.get("/api/offers").get_json()["items"] == []  # nothing half-written
+
+
+def test_a_persona_refuses_blank_goals_longer_than_allowed(client, user, auth):
+    response = client.post(
+        "/api/personas", json={"name": "Ann", "goals": "\u0085" * 2001}, headers=auth.headers()
+    )
+    assert response.status_code == 400
+    assert response.get_json()["error"]["field"] == "goals"
+    assert client.get("/api/personas").get_json()["items"] == []
 
 
 def test_personas_take_only_your_own_offer(app, client, user, auth, bob):
