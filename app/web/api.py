@@ -345,8 +345,9 @@ def _branch_body(conversation_id: int) -> dict:
 @login_required
 def stop(conversation_id: int):
     owned_or_404(Conversation, conversation_id)
-    run = stop_conversation(conversation_id)
-    return jsonify({"stopped": run is not None, "runId": run.id if run else None})
+    stopped = stop_conversation(conversation_id)
+    run_id = stopped.run.id if stopped else None
+    return jsonify({"stopped": stopped is not None, "runId": run_id})
 
 
 @bp.get("/runs/<int:run_id>")

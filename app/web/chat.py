@@ -60,7 +60,7 @@ from app.web.chat_actions import (
     store_request_uploads,
     switch_branch,
 )
-from app.web.composer import composer_html
+from app.web.composer import composer_html, stopped_rows_html
 from app.web.errors import ApiError, error_response
 from app.web.extensions import message_rate_limit, welcome_rate_limit
 from app.web.forms import ChatTitleForm, ConfirmForm, WelcomeForm
@@ -428,9 +428,9 @@ def stop(conversation_id: int):
     the composer as the run is now: idle once stopped, or the card the run paused on
     before the stop arrived (nothing was left to stop)."""
     conversation = owned_or_404(Conversation, conversation_id)
-    stop_conversation(conversation.id)
+    stopped = stop_conversation(conversation.id)
     if is_htmx():
-        return composer_html(conversation.id)
+        return composer_html(conversation.id) + stopped_rows_html(conversation.id, stopped)
     return redirect(url_for("chat.show", conversation_id=conversation.id))
 
 

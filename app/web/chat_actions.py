@@ -127,9 +127,10 @@ def switch_branch(conversation_id: int, sequence: int) -> None:
         current_app.extensions["services"].hub.publish(conversation_id, BranchChanged())
 
 
-def stop_conversation(conversation_id: int):
+def stop_conversation(conversation_id: int) -> Stopped | None:
     """Cancel the run in flight, keeping what was shown of it (app.chat.stop); the run's
-    stream is cut here at once, in another process within a few seconds."""
+    stream is cut here at once, in another process within a few seconds. None when
+    nothing was in flight."""
     services = current_app.extensions["services"]
     session = db_session()
     stopped = stop_active_run(session, services.hub, conversation_id)
@@ -137,7 +138,7 @@ def stop_conversation(conversation_id: int):
     if stopped is None:
         return None
     _stopped_published(services, conversation_id, stopped)
-    return stopped.run
+    return stopped
 
 
 def _stopped_published(services, conversation_id: int, stopped: Stopped) -> None:

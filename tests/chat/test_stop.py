@@ -93,6 +93,26 @@ def test_the_stopped_row_reaches_open_sockets_and_the_stream_ends(app, chat, fak
     assert app.extensions["services"].hub.live_state(chat_id).run_id is None
 
 
+def test_the_stop_button_shows_the_kept_row_with_the_idle_composer(app, chat, fake_model):
+    # The page's Stop answers with the idle composer; the socket's frames come when they
+    # come. The answer carries the kept row and the emptied live text too, so the page never
+    # shows an idle composer beside text still marked as being written.
+    fake_model.script(Turn(text(WORDS), token_delay=0.03))
+    chat_id = chat.new_chat()
+    run_id = chat.send(chat_id, "Tell me everything")
+    _wait_for_live_text(app, chat_id, 40)
+
+    headers = {"HX-Request": "true", **chat.auth.headers()}
+    html = chat.client.post(f"/chats/{chat_id}/stop", headers=headers).get_data(as_text=True)
+
+    chat.wait(run_id)
+    kept = chat.rows(chat_id)[1]
+    assert kept["stopped"] is True
+    assert f'id="m-{kept["sequence"]}"' in html and kept["content"][-12:] in html
+    assert '<div id="live-text" class="live-text" hx-swap-oob="true"></div>' in html
+    assert 'data-state="idle"' in html
+
+
 def test_stop_before_the_first_token_leaves_a_stopped_notice(app, chat, fake_model):
     fake_model.script(Turn(text("Too late."), delay_first=8))
     chat_id = chat.new_chat()
