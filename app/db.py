@@ -125,18 +125,37 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     return create_engine(url, **kwargs)
 
 
+# PostgreSQL reads in READ COMMITTED, where every statement takes its own snapshot: a
+# transaction around reads adds nothing but its BEGIN and COMMIT, two round trips of the
+# few a turn's start or a request's sign-in makes. So its reads run in autocommit (psycopg
+# sets it on the connection without a round trip; the pool resets it on return).
+_READ_OPTIONS = {
+    "sqlite": {READ_ONLY: True},
+    "postgresql": {READ_ONLY: True, "isolation_level": "AUTOCOMMIT"},
+}
+
+
+def _dialect_name(session: Session) -> str:
+    bind = session.get_bind()
+    return bind.dialect.name
+
+
 @contextmanager
 def read_transaction(session: Session) -> Iterator[Session]:
     """A transaction that only reads, ended (committed) on leaving the block; objects
     loaded in it stay usable. On SQLite it begins DEFERRED, so it neither takes nor waits
     for the write lock: a request can authenticate, or a socket check ownership, while a
     run is writing, and nothing holds the lock across the waits that follow (reading the
-    body, a rate-limit check, a socket handshake). Inside a transaction already open it
-    just joins it. Writing inside it on SQLite could fail without waiting; don't."""
+    body, a rate-limit check, a socket handshake). On PostgreSQL it is no transaction at
+    all (`_READ_OPTIONS`). Inside a transaction already open it just joins it. Writing
+    inside it could fail without waiting on SQLite, and would not be one transaction on
+    PostgreSQL; don't."""
     if session.in_transaction():
         yield session
         return
-    session.connection(execution_options={READ_ONLY: True})
+    session.connection(
+        execution_options=_READ_OPTIONS.get(_dialect_name(session), _READ_OPTIONS["sqlite"])
+    )
     try:
         yield session
     except BaseException:
