@@ -453,13 +453,24 @@ class Model:
     url: str
 
 
+MODEL_MAX_SECONDS = 900.0  # bench/stamped_model.py's own default
+
+
 @contextlib.contextmanager
-def stamped_model(directory: Path, tps: float, tokens: int, first_token_delay: float):
+def stamped_model(
+    directory: Path,
+    tps: float,
+    tokens: int,
+    first_token_delay: float,
+    max_seconds: float = MODEL_MAX_SECONDS,
+):
+    """The stamped model in its own process; it exits by itself after `max_seconds` (a
+    benchmark that dies leaves no model behind), so a longer run must say how long."""
     port = free_port()
     log = directory / "model.log"
     args = [sys.executable, "-m", "bench.stamped_model", "--port", str(port)]
     args += ["--tps", str(tps), "--tokens", str(tokens)]
-    args += ["--first-token-delay", str(first_token_delay)]
+    args += ["--first-token-delay", str(first_token_delay), "--max-seconds", str(max_seconds)]
     process = spawn(args, dict(os.environ), log)
     try:
         wait_for_port(process, port, log)

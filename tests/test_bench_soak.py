@@ -1,10 +1,11 @@
 """The soak's verdict (bench/soak/judge.py) on recorded samples: what an operator reading
 `make soak`'s answer relies on. No soak runs here (that is `make soak`, half an hour)."""
 
+import argparse
 from pathlib import Path
 
 from bench.soak import judge
-from bench.soak.run import write_docs
+from bench.soak.run import model_lifetime, write_docs
 
 MIB = 1024 * 1024
 START, END = 0.0, 600.0  # ten minutes: windows of two
@@ -76,3 +77,11 @@ def test_the_soak_section_replaces_its_old_self_in_the_benchmarks_document(tmp_p
     assert "old figures" not in written and "## Relay\n\nkept" in written
     assert "A shortened run (10 minutes" in written and "Verdict: **flat**" in written
     assert "Skipped: Redis unreachable" in written
+
+
+def test_the_model_outlives_every_setups_soak():
+    # The stamped model exits by itself; the soak's model must outlast both setups.
+    both = argparse.Namespace(minutes=30.0, setup=["make-run", "scaled"])
+    one = argparse.Namespace(minutes=30.0, setup=["make-run"])
+    assert model_lifetime(both) > 2 * 30 * 60
+    assert model_lifetime(one) > 30 * 60

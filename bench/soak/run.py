@@ -201,6 +201,16 @@ def locust_version() -> str:
     return words[1] if len(words) > 1 else "?"
 
 
+# Per setup, beyond its soak: starting its servers, warming up, stopping, judging.
+SETUP_ALLOWANCE_SECONDS = 600.0
+
+
+def model_lifetime(args: argparse.Namespace) -> float:
+    """How long the one model must live: every setup's soak, one after another. (Its own
+    default, 15 minutes, ended a 30-minute soak half-way: every turn after it failed.)"""
+    return len(args.setup) * (args.minutes * 60 + SETUP_ALLOWANCE_SECONDS)
+
+
 def run(args: argparse.Namespace) -> dict:
     import tempfile
 
@@ -217,7 +227,9 @@ def run(args: argparse.Namespace) -> dict:
     }
     with tempfile.TemporaryDirectory(prefix="loopdesk-soak-") as name:
         directory = Path(name)
-        with servers.stamped_model(directory, tps=60, tokens=30, first_token_delay=0.1) as model:
+        with servers.stamped_model(
+            directory, tps=60, tokens=30, first_token_delay=0.1, max_seconds=model_lifetime(args)
+        ) as model:
             for setup in args.setup:
                 print(f"== soak: {setup}, {args.minutes:g} min ==", flush=True)
                 place = directory / setup
