@@ -8,7 +8,6 @@ process can run any step of any conversation. The loop emits events and renders 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,14 +70,6 @@ _RECORD_ITERATION = (
     .values(iterations=bindparam("iterations"), heartbeat_at=bindparam("now"))
 )
 
-# Runs starting at once in one process: the claim, its reads and the first request's draft
-# (about 10 ms of CPU each). A burst of runs handed over together (a worker's hundred at
-# once) would otherwise take the CPU, and with threads the GIL, from the runs already
-# streaming, whose tokens then wait behind every start. A few at a time costs the burst
-# nothing (the CPU is the limit either way) and keeps the streams' tokens moving. Nothing
-# is waited for inside but the database, so a start never waits on another run.
-RUNS_STARTING_AT_ONCE = 2
-_starting = threading.BoundedSemaphore(RUNS_STARTING_AT_ONCE)
 
 # The tool choice of every step but the wrap-up at the iteration cap.
 AUTO = {"type": "auto"}
@@ -91,7 +82,7 @@ def execute_run(
     """Claim the run and drive it to a final status. A run already claimed or finished
     (a duplicate delivery) is left alone and None is returned. `drain`: called once the
     run completed with messages in its chat's queue (app/chat/queue_drain.py)."""
-    with _starting, services.database.session() as session:
+    with services.database.session() as session:
         claimed = claim_run(session, run_id)
         if claimed is None:
             # Stopped, or deleted with its conversation, before it began: nothing to cancel.

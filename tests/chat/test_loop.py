@@ -454,37 +454,3 @@ def test_no_run_stays_in_the_cancellation_set_once_it_is_not_executing_here(app,
     _delete_from_the_page(chat, deleted_id)
 
     assert [r for r in (finished, stopped, deleted) if r in services.cancellations] == []
-
-
-def test_a_burst_of_runs_starts_a_few_at_a_time(app, monkeypatch):
-    # Runs handed over together (a worker's hundred) start a few at a time, so the runs
-    # already streaming keep the CPU for their tokens. Each start here holds until let go.
-    from app.chat import loop
-
-    inside, most = 0, 0
-    count = threading.Lock()
-    let_go = threading.Semaphore(0)
-
-    def held_claim(_session, _run_id):
-        nonlocal inside, most
-        with count:
-            inside += 1
-            most = max(most, inside)
-        let_go.acquire(timeout=30)
-        with count:
-            inside -= 1
-        return None  # nothing to claim: the run is left alone
-
-    monkeypatch.setattr(loop, "claim_run", held_claim)
-    services = app.extensions["services"]
-    starts = [threading.Thread(target=loop.execute_run, args=(services, n)) for n in range(5)]
-    for start in starts:
-        start.start()
-    eventually(lambda: inside == loop.RUNS_STARTING_AT_ONCE, what="the first starts")
-    for _ in starts:
-        let_go.release()
-    for start in starts:
-        start.join(timeout=30)
-
-    assert not any(start.is_alive() for start in starts)
-    assert most == loop.RUNS_STARTING_AT_ONCE
