@@ -32,7 +32,8 @@ from sqlalchemy import create_engine, make_url, text
 from bench import servers
 from bench.soak import judge
 
-SETUPS = {"make-run": servers.MAKE_RUN, "scaled": "dramatiq"}
+# "scaled": issue 36's many processes on one database (4 web processes, 2 Dramatiq workers).
+SETUPS = {"make-run": servers.MAKE_RUN, "scaled": servers.SCALED}
 SAMPLE_SECONDS = 5.0
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 LAST = servers.ROOT / "bench" / "soak-last.json"
