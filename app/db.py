@@ -129,7 +129,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 # transaction around reads adds nothing but its BEGIN and COMMIT, two round trips of the
 # few a turn's start or a request's sign-in makes. So its reads run in autocommit (psycopg
 # sets it on the connection without a round trip; the pool resets it on return).
-_READ_OPTIONS = {
+_READ_OPTIONS: dict[str, dict[str, Any]] = {
     "sqlite": {READ_ONLY: True},
     "postgresql": {READ_ONLY: True, "isolation_level": "AUTOCOMMIT"},
 }
