@@ -77,6 +77,9 @@ def test_the_soak_section_replaces_its_old_self_in_the_benchmarks_document(tmp_p
     assert "old figures" not in written and "## Relay\n\nkept" in written
     assert "A shortened run (10 minutes" in written and "Verdict: **flat**" in written
     assert "Skipped: Redis unreachable" in written
+    assert "at the same time" not in written
+    write_docs({**soak, "concurrently": True}, document)
+    assert "The setups ran at the same time" in document.read_text()
 
 
 def test_the_model_outlives_every_setups_soak():

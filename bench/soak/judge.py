@@ -198,6 +198,8 @@ def markdown(soak: dict) -> list[str]:
         if minutes < 30
         else ""
     )
+    if soak.get("concurrently"):  # one `--setup` each, started together
+        shortened += " The setups ran at the same time, each under the other's load."
     out = [
         "## Soak",
         "",
