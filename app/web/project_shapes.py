@@ -28,7 +28,8 @@ class ProjectList(BaseModel):
 
 
 class MemberAdd(Body):
-    email: str = Field(min_length=3, max_length=254)
+    # What add_member takes for an address (app/accounts/projects.py): one with an "@".
+    email: str = Field(min_length=3, max_length=254, pattern="@")
     role: Literal["owner", "editor", "viewer"]
 
 

@@ -198,3 +198,18 @@ def test_a_slow_mail_server_never_holds_the_invitation(mail_app, smtp):
     finally:
         smtp.answering.set()
     assert smtp.wait_for(1)[0]["To"] == "grace@example.com"
+
+
+def test_an_address_without_an_at_is_refused_as_the_document_says(app, client, auth):
+    # The OpenAPI document describes the address the route takes: a client that follows
+    # it is never refused (the fuzzer found a schema-valid "q\x94\xb5\x92" refused).
+    auth.create()
+    auth.login()
+    pid = _project(client, auth.headers())
+    document = client.get("/api/openapi.json").get_json()
+    described = document["components"]["schemas"]["MemberAdd"]["properties"]["email"]
+    assert described["pattern"] == "@"
+    refused = _invite(client, auth.headers(), pid, "q\x94\xb5\x92")
+    assert json_error(refused, 400) == "INVALID_FIELD"
+    assert refused.get_json()["error"]["field"] == "email"
+    assert _invite(client, auth.headers(), pid, "grace@example.com").status_code == 201
