@@ -7,11 +7,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.web.shapes import Body, ProjectId
+from app.web.shapes import NOT_BLANK, Body, ProjectId
 
 
 class ProjectCreate(Body):
-    name: str = Field(min_length=1, max_length=80)
+    name: str = Field(min_length=1, max_length=80, pattern=NOT_BLANK)  # as clean_name takes
 
 
 class ProjectOut(BaseModel):

@@ -12,7 +12,13 @@ from tests.factories import add_user
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
 
 
+# htmx wires the content it swapped in once it settles (20 ms later, longer on a loaded
+# machine): a button pressed before then posts as a plain form.
+SETTLED = "!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"
+
+
 def _press(page, selector: str, key: str = "Enter") -> None:
+    wait_until(page, SETTLED)
     page.focus(selector)
     page.keyboard.press(key)
 

@@ -213,3 +213,12 @@ def test_an_address_without_an_at_is_refused_as_the_document_says(app, client, a
     assert json_error(refused, 400) == "INVALID_FIELD"
     assert refused.get_json()["error"]["field"] == "email"
     assert _invite(client, auth.headers(), pid, "grace@example.com").status_code == 201
+
+
+def test_a_blank_project_name_is_refused_as_the_document_says(app, client, auth):
+    auth.create()
+    auth.login()
+    document = client.get("/api/openapi.json").get_json()
+    assert document["components"]["schemas"]["ProjectCreate"]["properties"]["name"]["pattern"]
+    refused = client.post("/api/projects", json={"name": " \u0085 "}, headers=auth.headers())
+    assert json_error(refused, 400) == "INVALID_FIELD"
