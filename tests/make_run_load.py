@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import requests
-import simple_websocket
 from sqlalchemy import create_engine, select
 
 from app.accounts.models import User
 from app.workspace.models import Attachment
 from tests.fake_model import FakeModelServer, Turn, text, tool_use
+from tests.live import connect_socket
 from tests.waiting import scaled
 from tests.web.test_attachments import make_pdf
 
@@ -86,7 +86,7 @@ def stream_a_reply_to_an_html_socket(
     """Send a message with a page's socket open (and its hello sent), read every frame the page would swap in
     until the run ends, and return the frames' text."""
     cookie = "; ".join(f"{name}={value}" for name, value in browser.cookies.items())
-    socket = simple_websocket.Client.connect(
+    socket = connect_socket(
         f"{url.replace('http://', 'ws://')}/ws/chats/{chat}", headers={"Cookie": cookie}
     )
     frames: list[str] = []

@@ -444,10 +444,10 @@ def _frame_of(ws, kind, timeout=10.0):
 
 
 def _socket(server, chat_id, token, html=False):
-    import simple_websocket
+    from tests.live import connect_socket
 
     query = "" if html else "?format=json"
-    return simple_websocket.Client.connect(
+    return connect_socket(
         f"{server.ws_url}/ws/chats/{chat_id}{query}",
         headers={"Authorization": f"Bearer {token}"},
     )

@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 
 import httpx2 as httpx
-import simple_websocket
 
+from tests.live import connect_socket
 from tests.ports import free_port
 from tests.waiting import eventually, scaled
 
@@ -161,7 +161,7 @@ class Api:
 
     def socket(self, chat_id: int) -> FrameReader:
         ws_url = self.url.replace("http://", "ws://") + f"/ws/chats/{chat_id}?format=json"
-        reader = FrameReader(simple_websocket.Client.connect(ws_url, headers=self.headers))
+        reader = FrameReader(connect_socket(ws_url, headers=self.headers))
         self.sockets.append(reader)
         return reader
 

@@ -8,14 +8,13 @@ import json
 import time
 
 import pytest
-import simple_websocket
 
 from app.accounts.models import ApiToken
 from app.accounts.service import create_user
 from app.stream.redis_hub import RedisHub
 from tests.factories import PASSWORD, REDIS_URL, needs_redis
 from tests.fake_model import Turn, text, tool_use
-from tests.live import LiveServer, wait_subscribed
+from tests.live import LiveServer, connect_socket, wait_subscribed
 from tests.waiting import eventually, scaled
 
 pytestmark = needs_redis
@@ -44,7 +43,7 @@ class Process:
         return response.get_json()["messages"]
 
     def socket(self, chat_id):
-        ws = simple_websocket.Client.connect(
+        ws = connect_socket(
             f"{self.server.ws_url}/ws/chats/{chat_id}?format=json",
             headers={"Authorization": f"Bearer {self.token}"},
         )
@@ -53,7 +52,7 @@ class Process:
 
     def html_socket(self, chat_id):
         """The page's socket (HTML fragments); it says which rows it holds, as app.js does."""
-        ws = simple_websocket.Client.connect(
+        ws = connect_socket(
             f"{self.server.ws_url}/ws/chats/{chat_id}",
             headers={"Authorization": f"Bearer {self.token}"},
         )

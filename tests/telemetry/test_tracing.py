@@ -10,7 +10,6 @@ import uuid
 
 import dramatiq
 import pytest
-import simple_websocket
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -22,7 +21,7 @@ from app.chat import worker
 from app.telemetry import tracing
 from tests.factories import REDIS_URL, AuthActions, logged_in_driver, needs_redis
 from tests.fake_model import Turn, api_error, text, tool_use
-from tests.live import LiveServer, wait_subscribed
+from tests.live import LiveServer, connect_socket, wait_subscribed
 from tests.mcp import TIME_COMMAND
 from tests.waiting import eventually
 
@@ -234,7 +233,7 @@ def test_a_socket_has_one_span_for_its_life_naming_its_chat(traced_app, spans):
     live = LiveServer(app).start()
     app.config["LOOPDESK"] = app.config["LOOPDESK"].model_copy(update={"public_url": live.url})
     try:
-        ws = simple_websocket.Client.connect(
+        ws = connect_socket(
             f"{live.ws_url}/ws/chats/{chat_id}?format=json",
             headers={"Authorization": f"Bearer {raw}"},
         )

@@ -9,12 +9,11 @@ import math
 import time
 
 import pytest
-import simple_websocket
 
 from app.chat.context_gauge import Gauge, tokens
 from app.llm.budget import estimate_messages, estimate_text, estimate_tools
 from tests.fake_model import Turn, text
-from tests.live import LiveServer
+from tests.live import LiveServer, connect_socket
 from tests.waiting import eventually, scaled
 from tests.web.test_sockets import _chat, _start_run, _token
 
@@ -86,7 +85,7 @@ def test_every_open_tab_gets_the_gauge_when_a_run_ends(app, server, auth, fake_m
     token, chat_id = _token(app, user_id), _chat(app, user_id)
     fake_model.script(Turn(text("Counted.")))
     tabs = [
-        simple_websocket.Client.connect(
+        connect_socket(
             f"{server.ws_url}/ws/chats/{chat_id}", headers={"Authorization": f"Bearer {token}"}
         )
         for _ in range(2)

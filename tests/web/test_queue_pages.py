@@ -7,11 +7,10 @@ import contextlib
 import json
 
 import pytest
-import simple_websocket
 
 from app.chat.models import Conversation
 from tests.fake_model import Turn, text
-from tests.live import LiveServer, wait_subscribed
+from tests.live import LiveServer, connect_socket, wait_subscribed
 from tests.waiting import eventually
 
 HTMX = {"HX-Request": "true"}
@@ -111,7 +110,7 @@ def _json_socket_on_a_reply(app, auth, fake_model, token_delay: float):
         _, raw = _token(app, user_id)
         chat_id = driver.new_chat()
         fake_model.script(Turn(text(WORDS), token_delay=token_delay))
-        ws = simple_websocket.Client.connect(
+        ws = connect_socket(
             f"{live.ws_url}/ws/chats/{chat_id}?format=json",
             headers={"Authorization": f"Bearer {raw}"},
         )

@@ -22,7 +22,7 @@ from tests.factories import (
     csrf_token_from,
     needs_redis,
 )
-from tests.live import LiveServer
+from tests.live import LiveServer, connect_socket
 from tests.waiting import scaled
 
 HTMX = {"HX-Request": "true"}
@@ -51,9 +51,7 @@ def ada(app, auth):
 
 def _connect(server, chat_id, *, token=None, cookie=None):
     headers = {"Authorization": f"Bearer {token}"} if token else {"Cookie": f"session={cookie}"}
-    return simple_websocket.Client.connect(
-        f"{server.ws_url}/ws/chats/{chat_id}?format=json", headers=headers
-    )
+    return connect_socket(f"{server.ws_url}/ws/chats/{chat_id}?format=json", headers=headers)
 
 
 def _serving(ws) -> list[dict]:

@@ -17,7 +17,7 @@ from sqlalchemy import event
 
 from app.chat.rows import insert_message
 from tests.factories import add_conversation, add_token, add_user
-from tests.live import LiveServer
+from tests.live import LiveServer, connect_socket
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def person(app):
 
 def _connect(server, person, fmt="json"):
     query = "?format=json" if fmt == "json" else ""
-    return simple_websocket.Client.connect(
+    return connect_socket(
         f"{server.ws_url}/ws/chats/{person['chat']}{query}",
         headers={"Authorization": f"Bearer {person['token']}"},
     )

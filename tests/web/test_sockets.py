@@ -17,7 +17,7 @@ from app.chat.conversations import create_conversation
 from app.chat.models import Conversation
 from app.web.sockets import BAD_TOKEN, NO_CREDENTIALS, NO_SUCH_CHAT
 from tests.fake_model import Turn, text
-from tests.live import LiveServer, wait_subscribed
+from tests.live import LiveServer, connect_socket, wait_subscribed
 from tests.waiting import eventually, scaled
 
 
@@ -62,9 +62,7 @@ def _connect(server, chat_id, token=None, origin=None, fmt="json", cookie=None):
     if cookie:
         headers["Cookie"] = cookie
     query = "?format=json" if fmt == "json" else ""
-    return simple_websocket.Client.connect(
-        f"{server.ws_url}/ws/chats/{chat_id}{query}", headers=headers
-    )
+    return connect_socket(f"{server.ws_url}/ws/chats/{chat_id}{query}", headers=headers)
 
 
 def _frames_until_done(ws, timeout=10.0):

@@ -10,7 +10,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import simple_websocket
 
 from app.accounts.models import ApiToken, User
 from app.agents.catalog import load_agents
@@ -18,7 +17,7 @@ from app.chat.conversations import create_conversation
 from app.db import read_transaction, utcnow
 from app.workspace.models import Character, Offer, Persona
 from tests.fake_model import Turn, schema_instance, text, tool_use
-from tests.live import LiveServer
+from tests.live import LiveServer, connect_socket
 from tests.media import ImagesAPI
 from tests.waiting import eventually
 
@@ -90,7 +89,7 @@ def test_a_socket_opens_while_another_writer_holds_the_lock(app, server):
     raw, chat_id = _person_with_chat(app)
     hub = app.extensions["services"].hub
     with HeldWriteLock(app):
-        ws = simple_websocket.Client.connect(
+        ws = connect_socket(
             f"{server.ws_url}/ws/chats/{chat_id}?format=json",
             headers={"Authorization": f"Bearer {raw}"},
         )
