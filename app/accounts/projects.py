@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select
+from sqlalchemy import Select, bindparam, delete, func, select
 from sqlalchemy.orm import Session
 
 from app.accounts.models import User
@@ -118,14 +118,25 @@ def member_project_ids(session: Session, user_id: int) -> list[int]:
     )
 
 
+def _projects_with_roles(*columns: Any) -> Select:
+    """The person's (`user_id`) projects with their role: the personal one first, then by name."""
+    return (
+        select(*columns, ProjectMember.role)
+        .join(ProjectMember, ProjectMember.project_id == Project.id)
+        .where(ProjectMember.user_id == bindparam("user_id"))
+        .order_by(Project.personal_user_id.is_(None), func.lower(Project.name), Project.id)
+    )
+
+
+# Built once (composing a statement costs more than running it on every turn).
+_PROJECTS_OF = _projects_with_roles(Project)
+# What a turn's system prompt needs of them: plain rows, no objects to load.
+_PROJECT_NAMES_OF = _projects_with_roles(Project.id, Project.name, Project.personal_user_id)
+
+
 def projects_of(session: Session, user_id: int) -> list[tuple[Project, str]]:
     """The person's projects with their role: the personal one first, then by name."""
-    rows = session.execute(
-        select(Project, ProjectMember.role)
-        .join(ProjectMember, ProjectMember.project_id == Project.id)
-        .where(ProjectMember.user_id == user_id)
-        .order_by(Project.personal_user_id.is_(None), func.lower(Project.name), Project.id)
-    ).all()
+    rows = session.execute(_PROJECTS_OF, {"user_id": user_id}).all()
     return [(project, role) for project, role in rows]
 
 
@@ -133,14 +144,15 @@ def project_note(session: Session, user_id: int, project_id: int) -> tuple[str, 
     """What the host's system prompt says of the chat's project (nothing for a person
     whose only project is their personal one: today's prompt, else its name and role),
     and whether the person is in several projects. One read."""
-    projects = projects_of(session, user_id)
+    projects = session.execute(_PROJECT_NAMES_OF, {"user_id": user_id}).all()
     if len(projects) <= 1:
         return "", False
-    for project, role in projects:
+    for project in projects:
         if project.id == project_id:
-            name = "your personal project" if project.personal else f'the project "{project.name}"'
-            note = f"## Project\nThis chat works in {name}; your role there is {role}."
-            if not allows(role, WRITE):
+            personal = project.personal_user_id is not None
+            name = "your personal project" if personal else f'the project "{project.name}"'
+            note = f"## Project\nThis chat works in {name}; your role there is {project.role}."
+            if not allows(project.role, WRITE):
                 note += " Its workspace can be read but not changed from this chat."
             return note, True
     return "", True

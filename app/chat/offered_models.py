@@ -46,6 +46,10 @@ class OfferedModel(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+# Read on every turn: built once (composing it cost more than running it).
+_LISTED_MODELS = select(OfferedModel).order_by(OfferedModel.position, OfferedModel.id)
+
+
 class ModelRefused(ValueError):
     """A change the rules refuse; its message says why, in the admin's words. `field`: the
     input at fault, when one is."""
@@ -127,9 +131,7 @@ def check_numbers(
 
 def listed_models(session: Session) -> list[OfferedModel]:
     """The listed models in their order."""
-    return list(
-        session.scalars(select(OfferedModel).order_by(OfferedModel.position, OfferedModel.id))
-    )
+    return list(session.scalars(_LISTED_MODELS))
 
 
 def find_model(session: Session, name: str) -> OfferedModel:

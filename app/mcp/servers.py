@@ -16,7 +16,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from sqlalchemy import or_, select
+from sqlalchemy import bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from app.db import utcnow
@@ -48,12 +48,17 @@ def model_name(server: str, tool: str) -> str:
     return f"mcp__{server}__{tool}"
 
 
+# Read on every turn: built once (composing it cost more than running it).
+_SERVERS_FOR = (
+    select(McpServer)
+    .where(or_(McpServer.owner_id.is_(None), McpServer.owner_id == bindparam("user_id")))
+    .order_by(McpServer.name, McpServer.id)
+)
+
+
 def servers_for(session: Session, user_id: int) -> list[McpServer]:
     """The servers a person's runs may call: the admin's and their own, by name."""
-    query = select(McpServer).where(
-        or_(McpServer.owner_id.is_(None), McpServer.owner_id == user_id)
-    )
-    return list(session.scalars(query.order_by(McpServer.name, McpServer.id)))
+    return list(session.scalars(_SERVERS_FOR, {"user_id": user_id}))
 
 
 def admin_servers(session: Session) -> list[McpServer]:
