@@ -12,8 +12,8 @@ from tests.factories import add_user
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
 
 
-# htmx wires the content it swapped in once it settles (20 ms later, longer on a loaded
-# machine): a button pressed before then posts as a plain form.
+# The last press's request and swap are over before the next press (htmx wires swapped
+# content as it settles, at once since its settle delay is 0: see the last test).
 SETTLED = "!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"
 
 
