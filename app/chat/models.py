@@ -151,6 +151,10 @@ class Run(Base):
             sqlite_where=text("status IN ('queued', 'running')"),
             postgresql_where=text("status IN ('queued', 'running')"),
         ),
+        # Every turn counts the person's runs in flight (app/chat/turn_checks.py): by
+        # person and status, so the count reads the few active entries, not every run the
+        # person ever had. (It serves lookups by person alone too.)
+        Index("ix_runs_user_id_status", "user_id", "status"),
         NEVER_REUSED_IDS,
     )
 
@@ -158,7 +162,7 @@ class Run(Base):
     conversation_id: Mapped[int] = mapped_column(
         ForeignKey("conversations.id", ondelete="CASCADE"), index=True
     )
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED)
     trigger: Mapped[str] = mapped_column(String(16), default="message")
     iterations: Mapped[int] = mapped_column(default=0)
