@@ -154,6 +154,7 @@ _FINISH = (
     update(_runs)
     .where(_runs.c.id == bindparam("run_id"), _runs.c.status == RunStatus.RUNNING)
     .values(status=bindparam("status"), finished_at=bindparam("now"), error=bindparam("error"))
+    .returning(_runs.c.conversation_id)
 )
 # What the person's conversation list shows of a chat (app/chat/conversations.py
 # conversation_dict), as a run's end sends it.
@@ -191,10 +192,15 @@ _RETURNED_ITEM_COLUMNS = (
 # A run that ends by itself (an answer, a card, an error) leaves its chat unread until the
 # person looks at it (app/chat/unread.py); a Stop does not (the person was there). The
 # conversation comes back as its list shows it: the run's end reads no row for the list
-# (nothing else the run's end writes changes it).
+# (nothing else the run's end writes changes it). Found by its id, and released only if it
+# still names the run: `active_run_id` alone has no index, and every conversation of
+# every person would be read to find the one.
 _RELEASE = (
     update(_conversations)
-    .where(_conversations.c.active_run_id == bindparam("run_id"))
+    .where(
+        _conversations.c.id == bindparam("conversation_id"),
+        _conversations.c.active_run_id == bindparam("run_id"),
+    )
     .values(
         status=bindparam("status"), active_run_id=None, updated_at=bindparam("now"), unread=True
     )
@@ -223,14 +229,20 @@ def finish_run(
     run was already finished elsewhere (cancelled, or reclaimed as stale)."""
     finished = session.execute(
         _FINISH, {"run_id": run_id, "status": status, "now": utcnow(), "error": error}
-    )
-    if rows_changed(finished) != 1:
+    ).first()
+    if finished is None:
         return None
     released = ConversationStatus.ERROR if status == RunStatus.ERROR else ConversationStatus.IDLE
     # A Core update: the run's finishing transactions load no conversation object first
     # that it would have to bring up to date (a cancel may: it goes through the ORM).
     listed = session.execute(
-        _RELEASE, {"run_id": run_id, "status": released, "now": utcnow()}
+        _RELEASE,
+        {
+            "conversation_id": finished.conversation_id,
+            "run_id": run_id,
+            "status": released,
+            "now": utcnow(),
+        },
     ).first()
     if listed is not None:
         # The update holds the conversation's row (PostgreSQL): a row the run writes next
@@ -253,16 +265,16 @@ def cancel_active_run(session: Session, conversation_id: int) -> Run | None:
         return None
     if was_queued:  # a running one ends in its loop, which counts it
         metrics.run_ended(RunStatus.CANCELLED)
-    _release_conversation(session, run.id, ConversationStatus.IDLE)
+    _release_conversation(session, run, ConversationStatus.IDLE)
     return run
 
 
-def _release_conversation(session: Session, run_id: int, status: ConversationStatus) -> None:
+def _release_conversation(session: Session, run: Run, status: ConversationStatus) -> None:
     """The conversation usable again, through the ORM: a conversation the request loaded
-    already is brought up to date too."""
+    already is brought up to date too. (By its id: see _RELEASE.)"""
     session.execute(
         update(Conversation)
-        .where(Conversation.active_run_id == run_id)
+        .where(Conversation.id == run.conversation_id, Conversation.active_run_id == run.id)
         .values(status=status, active_run_id=None, updated_at=utcnow())
     )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from sqlalchemy import event
 
 from tests.fake_model import Turn, text
@@ -132,3 +133,77 @@ def test_a_whole_turn_stays_within_the_statement_budget(app, chat, fake_model):
     listing = f"{len(statements)} statements, {transactions} transactions:\n" + "\n".join(entries)
     assert len(statements) <= MAX_TURN_STATEMENTS, listing
     assert transactions <= MAX_TURN_TRANSACTIONS, listing
+
+
+# Tables that stay small whatever the workspace's size: the operator's list of models.
+SMALL_TABLES = {"offered_models"}
+# A search that still reads every run the person ever had (the turn counts the ones in
+# flight: by person and status).
+EVERY_RUN_OF_A_PERSON = "(user_id=?)"
+
+
+class PlanLog:
+    """Every statement a turn sends (with its parameters), to be explained afterwards."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.statements: list[tuple[str, object]] = []
+
+    def __enter__(self):
+        event.listen(self.engine, "before_cursor_execute", self._statement)
+        return self
+
+    def __exit__(self, *exc):
+        event.remove(self.engine, "before_cursor_execute", self._statement)
+
+    def _statement(self, _conn, _cursor, statement, parameters, _context, many):
+        if not many and threading.current_thread().name not in BACKGROUND_THREADS:
+            self.statements.append((statement, parameters))
+
+    def tables_read_whole(self) -> list[str]:
+        """SQLite's plan for each statement: the tables it scans rather than searches, and
+        searches of runs by person alone."""
+        raw = self.engine.raw_connection()
+        try:
+            scans = []
+            for statement, parameters in self.statements:
+                if statement.startswith(("BEGIN", "SAVEPOINT", "RELEASE", "COMMIT")):
+                    continue
+                plan = raw.cursor().execute(f"EXPLAIN QUERY PLAN {statement}", parameters)
+                for *_ids, detail in plan.fetchall():
+                    table = detail.split()[1] if detail.startswith("SCAN ") else None
+                    every_run = detail.startswith("SEARCH runs ") and detail.endswith(
+                        EVERY_RUN_OF_A_PERSON
+                    )
+                    if every_run or (table and table not in SMALL_TABLES and table != "CONSTANT"):
+                        scans.append(f"{detail}: {' '.join(statement.split())[:120]}")
+            return scans
+        finally:
+            raw.close()
+
+
+def test_no_statement_of_a_turn_or_a_stop_reads_a_whole_table(app, chat, fake_model):
+    """A turn's cost must not grow with the workspace: every statement finds its rows by an
+    index (SQLite's query plan; PostgreSQL's planner rightly scans a test's tiny tables).
+    A run's end found its conversation by `active_run_id`, which has no index: every
+    conversation of every person was read at every run's end; the count of the person's
+    runs in flight read every run they ever had."""
+    if app.extensions["database"].engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's query plan is the one read here")
+    release = threading.Event()
+    fake_model.script(Turn(text("First.")), Turn(text("Second.")))
+    chat_id = chat.new_chat("Planned")
+    chat.wait(chat.send(chat_id, "Warm up"))
+
+    with PlanLog(app.extensions["database"].engine) as log:
+        chat.wait(chat.send(chat_id, "Hello again"))
+        fake_model.responder = lambda _body: release.wait(20) and Turn(text("Late."))
+        held = chat.send(chat_id, "And once more")
+        fake_model.wait_for_requests(3)
+        stopped = chat.post(f"/api/chats/{chat_id}/stop", {})
+        release.set()
+        assert stopped.status_code == 200 and stopped.get_json()["runId"] == held
+        assert chat.wait(held)["status"] == "cancelled"
+
+    assert log.statements, "no statement was seen"
+    assert log.tables_read_whole() == []
