@@ -15,6 +15,8 @@ class UsageEvent(Base):
     __table_args__ = (
         Index("ix_usage_events_user_month", "user_id", "month"),
         Index("ix_usage_events_project_month", "project_id", "month"),
+        # A chat's latest event (its context gauge), and the events a deleted chat leaves.
+        Index("ix_usage_events_conversation_id", "conversation_id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

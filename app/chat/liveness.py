@@ -228,13 +228,18 @@ class LivenessMonitor:
         if not watches:
             return
         run_ids = [w.run_id for w in watches]
+        conversation_ids = [w.conversation_id for w in watches]
         now = utcnow()
         with self.database.session() as session:
             session.execute(update(Run).where(Run.id.in_(run_ids)).values(heartbeat_at=now))
             session.commit()
             session.execute(
                 update(Conversation)
-                .where(Conversation.active_run_id.in_(run_ids))
+                # By id (`active_run_id` has no index: every conversation would be read).
+                .where(
+                    Conversation.id.in_(conversation_ids),
+                    Conversation.active_run_id.in_(run_ids),
+                )
                 .values(updated_at=now)
             )
             session.commit()

@@ -44,6 +44,18 @@ class RunStatus(StrEnum):
 
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+# The same as SQL, written out: the partial index of active runs below has it as its
+# condition, and a query finds its rows through that index only when it states it in the
+# same words (bound parameters would not do: SQLite cannot tell what they will be).
+ACTIVE_RUN_CONDITION = f"status IN ('{RunStatus.QUEUED}', '{RunStatus.RUNNING}')"
+
+
+def run_is_active() -> Any:
+    """`runs.status` is queued or running, in words the partial index of active runs reads:
+    a query with it reads the few active runs, not every run there is."""
+    return text(f"runs.{ACTIVE_RUN_CONDITION}")
+
+
 FINISHED_RUN_STATUSES = (
     RunStatus.AWAITING,
     RunStatus.COMPLETED,
@@ -148,8 +160,8 @@ class Run(Base):
             "uq_runs_one_active_per_conversation",
             "conversation_id",
             unique=True,
-            sqlite_where=text("status IN ('queued', 'running')"),
-            postgresql_where=text("status IN ('queued', 'running')"),
+            sqlite_where=text(ACTIVE_RUN_CONDITION),
+            postgresql_where=text(ACTIVE_RUN_CONDITION),
         ),
         # Every turn counts the person's runs in flight (app/chat/turn_checks.py): by
         # person and status, so the count reads the few active entries, not every run the

@@ -19,7 +19,14 @@ from sqlalchemy.orm import Session
 
 from app import events as ev
 from app.chat.conversations import conversation_dict, row_dict
-from app.chat.models import ACTIVE_RUN_STATUSES, Conversation, ConversationStatus, Run, RunStatus
+from app.chat.models import (
+    ACTIVE_RUN_STATUSES,
+    Conversation,
+    ConversationStatus,
+    Run,
+    RunStatus,
+    run_is_active,
+)
 from app.chat.rows import insert_message
 from app.chat.run_services import Publisher
 from app.db import Database, rows_changed, utcnow
@@ -90,9 +97,8 @@ def reclaim_run(session: Session, run: Run) -> Reclaimed | None:
 def stale_runs(
     session: Session, stale_seconds: float, conversation_id: int | None = None
 ) -> Sequence[Run]:
-    query = select(Run).where(
-        Run.status.in_(ACTIVE_RUN_STATUSES), _last_sign_of_life() < _stale_before(stale_seconds)
-    )
+    # Through the partial index of active runs: every process sweeps every half minute.
+    query = select(Run).where(run_is_active(), _last_sign_of_life() < _stale_before(stale_seconds))
     if conversation_id is not None:
         query = query.where(Run.conversation_id == conversation_id)
     return list(session.scalars(query))
@@ -137,11 +143,16 @@ def reclaim_if_stale(
     ]
 
 
-def sweep(database: Database, hub: Publisher, stale_seconds: float) -> list[Reclaimed]:
-    """Reclaim every stale run, a conversation a transaction."""
+def sweep(
+    database: Database, hub: Publisher, stale_seconds: float, orphans: bool = True
+) -> list[Reclaimed]:
+    """Reclaim every stale run, a conversation a transaction. `orphans`: release orphaned
+    conversations too, a write that reads every conversation there is (only an older
+    version left them: a process does it once, at its start)."""
     with database.session() as session:
         conversation_ids = {run.conversation_id for run in stale_runs(session, stale_seconds)}
-        release_orphans(session)
+        if orphans:
+            release_orphans(session)
         session.commit()
     reclaimed: list[Reclaimed] = []
     for conversation_id in sorted(conversation_ids):
@@ -163,6 +174,7 @@ class StaleSweeper:
         self.hub = hub
         self.stale_seconds = stale_seconds
         self.interval = max(0.2, min(stale_seconds / 3, 30.0))
+        self.sweeps = 0  # sweeps made (for tests and operators reading a process's state)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="stale-sweeper", daemon=True)
 
@@ -176,9 +188,12 @@ class StaleSweeper:
     def _loop(self) -> None:
         # Once at start (a restarted process cleans up after its previous life), then
         # every interval.
+        first = True
         while True:
             try:
-                sweep(self.database, self.hub, self.stale_seconds)
+                sweep(self.database, self.hub, self.stale_seconds, orphans=first)
+                first = False
+                self.sweeps += 1
             except Exception:
                 log.exception("stale sweep failed")
             if self._stop.wait(self.interval * random.uniform(0.8, 1.2)):

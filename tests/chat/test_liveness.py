@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select, update
 
 from app.chat.models import Conversation, Run
-from app.chat.stale import INTERRUPTED, sweep
+from app.chat.stale import INTERRUPTED, StaleSweeper, sweep
 from app.db import utcnow
 from app.events import Done, Keepalive
 from tests.factories import ChatDriver
@@ -338,3 +338,35 @@ def test_a_heartbeat_never_holds_a_run_and_its_conversation_at_once(app, chat, d
         holder.close()
         beating.join(5)
     assert not beating.is_alive()
+
+
+def test_a_process_releases_orphaned_chats_at_its_start_not_in_every_sweep(app, chat):
+    """A chat left STREAMING with no run in flight (an older version's crash between two
+    writes) is released by the sweep a process makes when it starts; its later sweeps
+    leave that write out (it reads every conversation there is)."""
+    services = app.extensions["services"]
+    orphaned, later = chat.new_chat("Orphaned at start"), chat.new_chat("Orphaned later")
+
+    def orphan(chat_id: int) -> None:
+        with services.database.session() as session:
+            session.execute(
+                update(Conversation).where(Conversation.id == chat_id).values(status="STREAMING")
+            )
+            session.commit()
+
+    def status(chat_id: int) -> str:
+        with services.database.session() as session:
+            return session.scalar(select(Conversation.status).where(Conversation.id == chat_id))
+
+    orphan(orphaned)
+    sweeper = StaleSweeper(services.database, services.hub, 0.6).start()  # sweeps every 0.2 s
+    try:
+        eventually(lambda: status(orphaned) == "IDLE", 5, "the start's sweep left the orphan")
+        orphan(later)
+        sweeps = sweeper.sweeps
+        eventually(lambda: sweeper.sweeps >= sweeps + 2, 5, "the sweeper stopped sweeping")
+        assert status(later) == "STREAMING"
+    finally:
+        sweeper.stop()
+    assert sweep(services.database, services.hub, 90) == []  # as a process's start does
+    assert status(later) == "IDLE"
