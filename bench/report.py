@@ -213,6 +213,7 @@ def relay_notes(result: dict) -> list[str]:
                 f"{case['other_frames'] / max(1, case['streams']):.0f} other frames per socket, "
                 f"model pace p50 {case['model_tps_per_stream_p50']} tokens/s, load "
                 f"{case['load_average_1m'][0]} -> {case['load_average_1m'][1]}"
+                + (f", machine busy {machine_cpus(case)}" if case.get("machine_cpus") else "")
             )
     return notes
 
@@ -729,7 +730,17 @@ def scaled_budget(serving: dict) -> dict:
         and case["completed"] == case["streams"]
     )
     (measured if whole else misses).append(delivered)
+    if floor.get("machine_cpus") and case.get("machine_cpus"):
+        measured.append(
+            f"the machine busy {machine_cpus(floor)} during the relay's {streams} streams, "
+            f"{machine_cpus(case)} during these"
+        )
     return _line(budget, misses, measured)
+
+
+def machine_cpus(case: dict) -> str:
+    """How many of the machine's CPUs were busy over a level (everything on it counted)."""
+    return f"{case['machine_cpu_percent'] / 100:.2f} of {case['machine_cpus']} CPUs"
 
 
 # Issue 36: the relay gets cheaper per token as streams grow (one wake-up drains many

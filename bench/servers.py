@@ -185,6 +185,14 @@ def thread_count(pid: int) -> int:
     return int(_stat_fields(pid)[17])
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every CPU of the machine spent busy (all but idle and iowait), from
+    /proc/stat: the model, the databases and the readers as well as the server."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
+
+
 def tree_cpu(pids: list[int]) -> dict[int, float]:
     readings = {}
     for pid in process_tree(pids):

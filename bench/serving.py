@@ -64,6 +64,10 @@ MAX_SAMPLES = 3_000
 QUIET_CPU_PERCENT = 10.0  # a level starts once the server is this idle (runs left over)
 QUIET_MAX_SECONDS = 15.0
 QUICK_VARIANTS = ("minimal", "embedded")
+# The CPU group of the whole machine: its busy share tells whether a level had spare CPU,
+# and so whether a server's p99 at that level measures the server or the machine's limit.
+MACHINE = "machine"
+CPUS = os.cpu_count() or 1
 
 
 # --- readings ------------------------------------------------------------------------------
@@ -102,7 +106,10 @@ class CpuWindow:
     @staticmethod
     def _reading(name: str, pids: list[int]) -> dict[int, float]:
         # The client is this process, whose children are the servers and the model: its
-        # own CPU only. Every other group is a process with its descendants (workers).
+        # own CPU only. "machine": every CPU's busy time. Every other group is a process
+        # with its descendants (workers).
+        if name == MACHINE:
+            return {0: servers.machine_busy_seconds()}
         if name == "client":
             return {pid: servers.cpu_seconds(pid) for pid in pids}
         return servers.tree_cpu(pids)
@@ -187,6 +194,8 @@ def summarize(tallies: list[Tally], tokens: int, cpu: CpuWindow) -> dict:
             round(used * 1e6 / delivered, 1) if delivered else None
         )
         summary[f"{name}_cpu_percent"] = round(100 * used / cpu.seconds, 1) if cpu.seconds else 0
+    if MACHINE in cpu.used:
+        summary["machine_cpus"] = CPUS
     return summary
 
 
@@ -221,7 +230,7 @@ class Plan:
 
 
 def measure_floor(model: servers.Model, plan: Plan, streams: int) -> dict:
-    cpu = CpuWindow({"model": [model.process.pid], "client": [os.getpid()]})
+    cpu = CpuWindow({"model": [model.process.pid], "client": [os.getpid()], MACHINE: []})
     tallies = asyncio.run(
         floor_streams(model.url, streams, plan.message, plan.stream_seconds, cpu.start, cpu.end)
     )
@@ -230,7 +239,12 @@ def measure_floor(model: servers.Model, plan: Plan, streams: int) -> dict:
 
 
 def measure_relay(model, server: servers.Server, plan: Plan, fmt: str, streams: int) -> dict:
-    groups = {"server": server.pids, "model": [model.process.pid], "client": [os.getpid()]}
+    groups = {
+        "server": server.pids,
+        "model": [model.process.pid],
+        "client": [os.getpid()],
+        MACHINE: [],
+    }
     if len(server.pids) > 1:
         # Where a multi-process variant spends it: the web server, and the run workers.
         groups.update(web=server.pids[:1], workers=server.pids[1:])
