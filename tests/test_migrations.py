@@ -30,6 +30,27 @@ def test_upgrade_from_empty_matches_the_models(make_app):
     assert differences == []
 
 
+def test_every_foreign_key_leads_an_index_after_upgrade(make_app):
+    """Deleting a row (a person, a chat, an asset) finds the rows that name it by an index:
+    a foreign key column that leads no index made every such delete read its whole table
+    (a person's deletion read every memory change, share and invitation there is)."""
+    app = make_app(create_schema=False)
+    with app.app_context():
+        upgrade()
+    schema = inspect(app.extensions["database"].engine)
+    unindexed = []
+    for table in schema.get_table_names():
+        led = {tuple(index["column_names"][:1]) for index in schema.get_indexes(table)}
+        led |= {
+            tuple(unique["column_names"][:1]) for unique in schema.get_unique_constraints(table)
+        }
+        led.add(tuple(schema.get_pk_constraint(table)["constrained_columns"][:1]))
+        for key in schema.get_foreign_keys(table):
+            if tuple(key["constrained_columns"][:1]) not in led:
+                unindexed.append(f"{table}.{', '.join(key['constrained_columns'])}")
+    assert unindexed == []
+
+
 def test_seed_demo_after_upgrade_creates_a_workspace(make_app):
     app = make_app(create_schema=False)
     with app.app_context():

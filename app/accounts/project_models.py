@@ -62,7 +62,9 @@ class ProjectInvitation(Base):
     email: Mapped[str] = mapped_column(String(254), index=True)
     role: Mapped[str] = mapped_column(String(16))
     token_digest: Mapped[str] = mapped_column(String(64), unique=True)
-    invited_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    invited_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), index=True
+    )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime]
     accepted_at: Mapped[datetime | None]

@@ -215,7 +215,7 @@ class ChatShare(Base):
         ForeignKey("conversations.id", ondelete="CASCADE"), index=True
     )
     token_digest: Mapped[str] = mapped_column(String(64), unique=True)
-    created_by: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    created_by: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]

@@ -23,7 +23,8 @@ class ChatSchedule(Base):
     conversation_id: Mapped[int] = mapped_column(
         ForeignKey("conversations.id", ondelete="CASCADE"), index=True
     )
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    # A person's schedules (their settings page, their data's export; their deletion).
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     cron: Mapped[str] = mapped_column(String(120))  # five fields, minute resolution
     timezone: Mapped[str] = mapped_column(String(64))  # an IANA name
     message: Mapped[str] = mapped_column(Text)

@@ -35,7 +35,9 @@ class MemoryChange(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    actor_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), index=True
+    )
     action: Mapped[str] = mapped_column(String(16))
     fact: Mapped[str] = mapped_column(Text, default="")
     replaced_by: Mapped[str | None] = mapped_column(Text)

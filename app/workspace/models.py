@@ -135,7 +135,7 @@ class Character(Base):
         ForeignKey("personas.id", ondelete="SET NULL"), index=True
     )
     portrait_asset_id: Mapped[int | None] = mapped_column(
-        ForeignKey("visual_assets.id", ondelete="SET NULL")
+        ForeignKey("visual_assets.id", ondelete="SET NULL"), index=True
     )
     name: Mapped[str] = mapped_column(String(120))
     description: Mapped[str] = mapped_column(Text, default="")
