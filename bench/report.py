@@ -795,6 +795,7 @@ def budget_36_lines(results: dict) -> list[dict]:
 
     lines = [budget_line(results.get("live_text", {}))]
     lines.append(turn_cost.budget_line(results.get("turn_cost", {})))
+    lines.append(turn_cost.crowd_budget_line(results.get("turn_cost", {})))
     lines += turn_start.budget_lines(results.get("turn_start", {}))
     serving = results.get("serving", {})
     if serving:

@@ -1,6 +1,6 @@
 """What one whole turn costs, per run rather than per token (issue 36).
 
-Two servers up at once, `make run`'s (`make-run`: make_run.py's gunicorn, one gevent worker,
+Servers up at once, `make run`'s (`make-run`: make_run.py's gunicorn, one gevent worker,
 thread executor, SQLite) and the minimal relay (`minimal`: no persistence, auth or history),
 both on one stamped model (bench/stamped_model.py) answering every turn with ONE token and
 no first-token delay (`stamps=1 delay=0`), so the turn is the server's own work. One JSON
@@ -18,6 +18,12 @@ one ever-growing chat would measure the history, not the turn).
 
 The budget line (issue 36): the app's one-token turn within `RATIO_BUDGET` of the relay's,
 p50 wall time and mean CPU.
+
+A third server, `make-run, crowded`, is `make run`'s again with a person who has a long past
+(bench/crowd.py: 100,000 earlier chats, each with its finished run and usage event): its
+turns alternate with the other two, and its line asks that they cost what a new person's do
+(within `CROWD_BUDGET`), so that no statement of a turn reads by person, by status or
+across every chat without an index.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import servers
+from bench import crowd, servers
 from bench.relay_client import RelayClient, StreamFailed, Tally, close_all, guarded, prompt
 from bench.serving import percentile, wait_until_quiet
 
@@ -44,6 +50,9 @@ WARM_UP = 10
 TURNS_PER_CHAT = 10
 TURN_SECONDS = 15.0
 RATIO_BUDGET = 2.0
+# The person with a long past (bench/crowd.py) against a new one, on the same server.
+CROWDED = "make-run, crowded"
+CROWD_BUDGET = 1.2
 MESSAGE = prompt(1, delay=0)
 
 
@@ -70,8 +79,9 @@ def thread_cpu_used(before: dict[tuple[int, int], int], after: dict[tuple[int, i
 class Side:
     """One server's socket client and what its turns measured."""
 
-    def __init__(self, server: servers.Server):
+    def __init__(self, server: servers.Server, label: str | None = None):
         self.server = server
+        self.label = label or server.variant.name
         self.client = RelayClient(server.url, server.tokens[:1], "json")
         self.turns = 0
         self.wall_ms: list[float] = []
@@ -108,7 +118,7 @@ class Side:
 
     def summary(self) -> dict:
         entry: dict = {
-            "variant": self.server.variant.name,
+            "variant": self.label,
             "turns": len(self.wall_ms),
             "errors": len(self.errors),
             "first_errors": self.errors[:3],
@@ -167,16 +177,22 @@ def run(*, quick: bool = False, databases=("sqlite",), **_options) -> dict:
         )
         model = stack.enter_context(servers.stamped_model(directory, 60.0, 1, 0.0))
         started = [stack.enter_context(servers.serve(v, model, users=1)) for v in chosen]
-        for server in started:
+        crowded = stack.enter_context(servers.serve(chosen[1], model, users=1))
+        chats = crowd.QUICK_CHATS if quick else crowd.CHATS
+        result["crowd"] = {"chats": chats, "seconds": round(crowd.fill(crowded.database, chats), 1)}
+        for server in [*started, crowded]:
             wait_until_quiet(server)
-        sides = [Side(server) for server in started]
+        sides = [Side(server) for server in started] + [Side(crowded, CROWDED)]
         asyncio.run(alternate(sides, turns))
     result["cases"] = [side.summary() for side in sides]
     result["load_average_1m"] = [round(load, 2), round(os.getloadavg()[0], 2)]
-    floor, app = result["cases"]
+    floor, app, crowded_app = result["cases"]
     if floor.get("turns") and app.get("turns"):
         result["wall_ratio"] = round(app["wall_p50_ms"] / floor["wall_p50_ms"], 2)
         result["cpu_ratio"] = round(app["cpu_mean_ms"] / floor["cpu_mean_ms"], 2)
+    if app.get("turns") and crowded_app.get("turns"):
+        result["crowd_wall_ratio"] = round(crowded_app["wall_p50_ms"] / app["wall_p50_ms"], 2)
+        result["crowd_cpu_ratio"] = round(crowded_app["cpu_mean_ms"] / app["cpu_mean_ms"], 2)
     result["total_seconds"] = round(time.perf_counter() - began, 1)
     return result
 
@@ -193,11 +209,33 @@ def budget_line(result: dict) -> dict:
             for case in result.get("cases", [])
         )
         return {"budget": budget, "status": "not measured", "detail": detail or "no data"}
-    floor, app = result["cases"]
+    floor, app = result["cases"][:2]
     met = max(result["wall_ratio"], result["cpu_ratio"]) <= RATIO_BUDGET
     detail = (
         f"wall p50 {app['wall_p50_ms']} vs {floor['wall_p50_ms']} ms ({result['wall_ratio']}x); "
         f"CPU {app['cpu_mean_ms']} vs {floor['cpu_mean_ms']} ms a turn ({result['cpu_ratio']}x)"
+    )
+    return {"budget": budget, "status": "holds" if met else "misses", "detail": detail}
+
+
+def crowd_budget_line(result: dict) -> dict:
+    """A turn must not cost more for a person with a long past: the same one-token turn for
+    a person with `crowd.CHATS` earlier chats (each with its run and usage event) against
+    one for a new person, same server, same run."""
+    crowd_of = result.get("crowd", {})
+    budget = (
+        f"a one-token turn for a person with {crowd.CHATS:,} earlier chats (each with its run "
+        f"and usage event) within {CROWD_BUDGET:g}x of a new person's (p50 wall, mean CPU)"
+    )
+    if "crowd_wall_ratio" not in result:
+        return {"budget": budget, "status": "not measured", "detail": "no data"}
+    app, crowded_app = result["cases"][1:3]
+    met = max(result["crowd_wall_ratio"], result["crowd_cpu_ratio"]) <= CROWD_BUDGET
+    detail = (
+        f"wall p50 {crowded_app['wall_p50_ms']} vs {app['wall_p50_ms']} ms "
+        f"({result['crowd_wall_ratio']}x); CPU {crowded_app['cpu_mean_ms']} vs "
+        f"{app['cpu_mean_ms']} ms a turn ({result['crowd_cpu_ratio']}x); "
+        f"{crowd_of.get('chats', 0):,} chats written in {crowd_of.get('seconds')} s"
     )
     return {"budget": budget, "status": "holds" if met else "misses", "detail": detail}
 
@@ -222,4 +260,9 @@ def format_table(result: dict) -> str:
         if "wall_ratio" in result
         else "ratio: not measured"
     )
+    if "crowd_wall_ratio" in result:
+        ratios += (
+            f"; crowded (a person with {result['crowd']['chats']:,} earlier chats) / make-run: "
+            f"wall p50 {result['crowd_wall_ratio']}x, CPU mean {result['crowd_cpu_ratio']}x"
+        )
     return f"{table(header, rows)}\n\n{ratios}; load {load}"

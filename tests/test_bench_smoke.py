@@ -119,17 +119,21 @@ def test_serving_benchmarks_quick_relay_every_token_and_write_the_report(tmp_pat
 
 
 @pytest.mark.timeout(300)
-def test_turn_cost_quick_times_every_turn_on_both_servers_and_reports_its_line(tmp_path):
-    """`make run`'s server and the minimal relay, one-token turns in turn: every turn ends,
-    and the report has the issue-36 line with both ratios."""
+def test_turn_cost_quick_times_every_turn_on_every_server_and_reports_its_lines(tmp_path):
+    """`make run`'s server, the minimal relay and `make run`'s again for a person with a
+    long past, one-token turns in turn: every turn ends, and the report has the issue-36
+    lines with their ratios."""
     run_bench(tmp_path, "--only", "turn_cost", timeout=240)
     result = json.loads((tmp_path / "turn_cost.json").read_text())
-    assert [case["variant"] for case in result["cases"]] == ["minimal", "make-run"]
+    variants = [case["variant"] for case in result["cases"]]
+    assert variants == ["minimal", "make-run", "make-run, crowded"]
     for case in result["cases"]:
         assert case["errors"] == 0 and case["turns"] == result["turns"]
         assert 0 < case["wall_p50_ms"] <= case["wall_p99_ms"]
         assert case["cpu_mean_ms"] > 0
     assert result["wall_ratio"] > 0 and result["cpu_ratio"] > 0
+    assert result["crowd"]["chats"] > 0 and result["crowd_wall_ratio"] > 0
     report = (tmp_path / "docs" / "benchmarks.md").read_text()
     assert "## One-token turn" in report
     assert "a one-token turn (POST /loop to the end frame)" in report
+    assert "earlier chats (each with its run and usage event)" in report
