@@ -66,8 +66,9 @@ def test_titles_follow_live_in_this_tab_and_another(
 ):
     fake_model.script(
         Turn(text("Here are three spring launch ideas."), token_delay=0.02),
-        # Late enough for the second tab to be listening.
-        Turn(tool_use("submit_title", {"title": "Spring launch ideas"}), delay_first=2.0),
+        # Late enough for the second tab to be listening (2 s was not, once, on a slow
+        # machine under the whole suite: the title came before the second tab showed).
+        Turn(tool_use("submit_title", {"title": "Spring launch ideas"}), delay_first=5.0),
     )
     log_in(page, live_server)
     page.goto(f"{live_server.url}/chats/new")
